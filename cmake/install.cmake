@@ -1,0 +1,19 @@
+# `cmake --install` + find_package(vkattn) -> vkattn::vkattn. The Vulkan headers
+# the library was built against are installed beside its own, so a consumer
+# needs nothing else; volk is compiled into the library.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+install(TARGETS vkattn EXPORT vkattnTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers)
+install(DIRECTORY include/vkattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${VKATTN_VULKAN_INCLUDE_DIR}/vulkan/vulkan_core.h ${VKATTN_VULKAN_INCLUDE_DIR}/vulkan/vk_platform.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers/vulkan)
+install(DIRECTORY ${VKATTN_VULKAN_INCLUDE_DIR}/vk_video DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers)
+install(EXPORT vkattnTargets NAMESPACE vkattn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)
+configure_package_config_file(cmake/vkattnConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/vkattnConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vkattnConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vkattnConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/vkattnConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)

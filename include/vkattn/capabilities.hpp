@@ -1,0 +1,59 @@
+// What the device can do, as the kernels see it: the capability report.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vkattn {
+
+// The three implementations every attention kernel has.
+enum class Path : uint32_t { scalar = 0, coopmat = 1, coopmat2 = 2 };
+std::string_view path_name(Path p);
+Path parse_path(std::string_view name);   // throws vkattn::Error on an unknown name
+
+struct CoopMatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  std::string a_type, b_type, c_type, result_type;
+  std::string scope;       // "subgroup" or "workgroup"
+  bool saturating = false;
+  uint32_t workgroup_invocations = 0;   // flexible-dimension (coopmat2) shapes only
+};
+
+struct Capabilities {
+  std::string device_name, device_type, driver_name, driver_info;
+  uint32_t vendor_id = 0, device_id = 0;
+  uint32_t api_version = 0, driver_version = 0;
+  uint32_t instance_api_version = 0;
+
+  uint32_t subgroup_size = 0, min_subgroup_size = 0, max_subgroup_size = 0;
+  bool subgroup_size_control = false;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  uint32_t max_push_constants_size = 0;
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t max_memory_allocation_size = 0;
+  uint64_t max_buffer_size = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  uint64_t device_local_bytes = 0;
+  uint32_t multiprocessor_count = 0;   // 0 when the device does not say (VK_NV_shader_sm_builtins, VK_ARM_shader_core_builtins)
+  float timestamp_period_ns = 0;       // 0 when compute queues lack timestamps
+
+  bool float16 = false, bfloat16 = false, int8 = false, int64 = false;
+  bool storage_16bit = false, storage_8bit = false;
+  bool buffer_device_address = false, push_descriptors = false, memory_model = false;
+
+  bool coopmat = false;                 // VK_KHR_cooperative_matrix, with the f16 16x16x16 shape
+  std::vector<CoopMatShape> coopmat_shapes;
+  bool coopmat2 = false;                // VK_NV_cooperative_matrix2 with every feature vkattn uses
+  std::vector<std::string> coopmat2_features;   // the features present
+  std::vector<CoopMatShape> coopmat2_flexible_shapes;
+  uint32_t coopmat2_workgroup_scope_max_invocations = 0;
+  uint32_t coopmat2_flexible_max_dimension = 0;
+  uint32_t coopmat2_reserved_shared_memory = 0;
+
+  std::vector<Path> paths;              // paths this device can run, best first
+  std::string missing_for(Path p) const;    // "" when p is available, else what the device lacks
+};
+
+}  // namespace vkattn

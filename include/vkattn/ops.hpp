@@ -1,0 +1,32 @@
+// The ops. Each comes in two forms:
+//  - recorded: appends its dispatches to the caller's command buffer (which must be
+//    recording, on a queue family with compute). Barriers the caller owes:
+//      before: writes to the inputs -> VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+//              VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
+//      after:  VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
+//              -> whatever reads the outputs (the KV cache included).
+//    Device-side input errors are reported by Context::check_device_status().
+//  - synchronous: records, submits to the context's queue, waits, and throws on
+//    any device-side input error.
+// Every view is checked (dtype, shape, bounds) before anything is recorded.
+#pragma once
+#include <vkattn/kv_cache.hpp>
+#include <vkattn/tensor.hpp>
+
+namespace vkattn {
+
+class Context;
+
+// vLLM's reshape_and_cache: key and value [num_tokens, num_kv_heads, head_size]
+// (f16, bf16 or f32; last dimension contiguous) are written to cache slots
+// slot_mapping[num_tokens] (i32 or i64; slot = block * block_size + offset in
+// block; a negative slot is padding and is skipped). Values are converted to the
+// cache dtype, rounding to nearest even and saturating to its largest finite
+// value; fp8 caches store value / k_scale (v_scale). A slot beyond the cache is
+// skipped and reported as an error naming the token and the slot.
+void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                    const TensorView& slot_mapping, VkCommandBuffer cmd);
+void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                    const TensorView& slot_mapping);
+
+}  // namespace vkattn

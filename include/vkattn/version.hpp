@@ -1,0 +1,4 @@
+#pragma once
+namespace vkattn {
+inline constexpr const char* version_string = "0.1.0";
+}

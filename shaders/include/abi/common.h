@@ -1,0 +1,58 @@
+// The contract between host and shaders, written once and included by both
+// C++ (src/) and GLSL (shaders/). Each kernel's header lists its specialization
+// constants and push constants as X-macros; the macros below expand a list
+// into a C++ struct on the host and into declarations in GLSL, so the two can
+// never disagree on order, type or offset.
+//
+// Push-constant fields use scalar types only (uint32_t, int32_t, float,
+// uint64_t): std430 and C++ align scalars identically, so the struct layout is
+// the block layout. Put 64-bit fields first to avoid padding surprises.
+#ifndef VKATTN_ABI_COMMON_H
+#define VKATTN_ABI_COMMON_H
+
+#ifdef __cplusplus
+#include <cstdint>
+#define VKA_CONST(name, value) inline constexpr uint32_t name = value;
+#define VKA_SPEC_FIELD(id, name, def) uint32_t name = def;
+#define VKA_PUSH_FIELD(type, name) type name;
+// struct NAME { uint32_t A = def; ... }: field i is constant_id i.
+#define VKA_SPEC_STRUCT(NAME, LIST) struct NAME { LIST(VKA_SPEC_FIELD) };
+#define VKA_PUSH_STRUCT(NAME, LIST) \
+  struct NAME { LIST(VKA_PUSH_FIELD) }; \
+  static_assert(sizeof(NAME) <= 128, #NAME " must fit the 128 bytes of push constants every device offers");
+#else
+#define VKA_CONST(name, value) const uint name = value;
+#define VKA_SPEC_DECL(id, name, def) layout(constant_id = id) const uint name = def;
+#define VKA_PUSH_FIELD(type, name) type name;
+#define VKA_SPEC_STRUCT(NAME, LIST) LIST(VKA_SPEC_DECL)
+#define VKA_PUSH_STRUCT(NAME, LIST) layout(push_constant, std430) uniform NAME { LIST(VKA_PUSH_FIELD) } pc;
+#endif
+
+#ifdef __cplusplus
+namespace vkattn::abi {
+#endif
+
+// Element types, as stored in buffers.
+VKA_CONST(DTYPE_F16, 0)
+VKA_CONST(DTYPE_BF16, 1)
+VKA_CONST(DTYPE_F32, 2)
+VKA_CONST(DTYPE_FP8_E4M3, 3)
+VKA_CONST(DTYPE_FP8_E5M2, 4)
+VKA_CONST(DTYPE_I32, 5)
+VKA_CONST(DTYPE_I64, 6)
+
+// Paged KV-cache layouts (see kv_addressing.glsl for the element order).
+VKA_CONST(KV_LAYOUT_NHD, 0)    // [blocks, block_size, heads, head_size]
+VKA_CONST(KV_LAYOUT_HND, 1)    // [blocks, heads, block_size, head_size]
+VKA_CONST(KV_LAYOUT_SPLIT, 2)  // vLLM: K [blocks, heads, head_size/x, block_size, x], V [blocks, heads, head_size, block_size]
+
+// Error codes a kernel records in the context's status buffer (status.glsl).
+// Word 0 holds the code of the first error; words 1..3 its details.
+VKA_CONST(STATUS_OK, 0)
+VKA_CONST(STATUS_SLOT_OUT_OF_RANGE, 1)   // details: token index, slot (low, high word)
+VKA_CONST(STATUS_WORDS, 4)
+
+#ifdef __cplusplus
+}  // namespace vkattn::abi
+#endif
+#endif

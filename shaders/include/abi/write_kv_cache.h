@@ -1,0 +1,43 @@
+// write_kv_cache: scatter new tokens' K and V into the paged cache.
+#ifndef VKATTN_ABI_WRITE_KV_CACHE_H
+#define VKATTN_ABI_WRITE_KV_CACHE_H
+#include "common.h"
+
+// Specialization constants: everything that changes code shape.
+#define WRITE_KV_CACHE_SPEC(X)   \
+  X(0, WKV_NUM_KV_HEADS, 1)      \
+  X(1, WKV_HEAD_SIZE, 128)       \
+  X(2, WKV_BLOCK_SIZE, 16)       \
+  X(3, WKV_LAYOUT, 0)            \
+  X(4, WKV_CACHE_DTYPE, 0)       \
+  X(5, WKV_INPUT_DTYPE, 0)       \
+  X(6, WKV_SLOT_DTYPE, 6)        \
+  X(7, WKV_WORKGROUP_SIZE, 128)
+
+// Push constants: per-call sizes, offsets (in elements) and strides.
+#define WRITE_KV_CACHE_PUSH(X)             \
+  X(uint64_t, chunk_table_address)         \
+  X(uint32_t, num_tokens)                  \
+  X(uint32_t, num_blocks)                  \
+  X(uint32_t, blocks_per_chunk)            \
+  X(uint32_t, num_k_chunks)                \
+  X(uint32_t, key_offset)                  \
+  X(uint32_t, key_token_stride)            \
+  X(uint32_t, key_head_stride)             \
+  X(uint32_t, value_offset)                \
+  X(uint32_t, value_token_stride)          \
+  X(uint32_t, value_head_stride)           \
+  X(uint32_t, slot_offset)                 \
+  X(uint32_t, grid_x)                      \
+  X(float, k_inv_scale)                    \
+  X(float, v_inv_scale)
+
+#ifdef __cplusplus
+namespace vkattn::abi {
+#endif
+VKA_SPEC_STRUCT(WriteKvCacheSpec, WRITE_KV_CACHE_SPEC)
+VKA_PUSH_STRUCT(WriteKvCachePush, WRITE_KV_CACHE_PUSH)
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+// Narrow number formats for the kernels: f16, bf16, fp8 e4m3 ("fn": no inf,
+// max 448, NaN 0x7F/0xFF) and fp8 e5m2 (IEEE-like, max 57344).
+//
+// Same semantics as the host reference (reference/src/number_formats.cpp), and
+// bit-identical to it for every float input:
+//   * round to nearest, ties to even, also on the subnormal grid;
+//   * saturating: values past max finite and +-inf become +-max finite;
+//   * NaN becomes the canonical NaN with the sign bit kept
+//     (f16 0x7E00/0xFE00, bf16 0x7FC0/0xFFC0, e4m3 0x7F/0xFF, e5m2 0x7E/0xFE);
+//   * -0.0 keeps its sign.
+// Everything is integer arithmetic on bit patterns so results do not depend on
+// the device's f32 denormal flushing or float conversion rounding. (Inputs must
+// still reach these functions unflushed: f32 denormals matter for bf16.)
+// Encoders return the format's bits in the low bits of a uint; decoders ignore
+// bits above the format's width.
+//
+// Include-only: no #version here.
+#ifndef VKATTN_NUMBER_FORMATS_GLSL
+#define VKATTN_NUMBER_FORMATS_GLSL
+
+// Generic encoder; the wrappers pass constants and the compiler folds them.
+// max_bits / nan_bits are magnitudes (sign clear), listed explicitly because
+// e4m3fn keeps finite values in its all-ones exponent.
+uint vka_nf_encode(float x, int ebits, int mbits, int bias, uint max_bits, uint nan_bits)
+{
+    uint b = floatBitsToUint(x);
+    uint sign = (b >> 31) << uint(ebits + mbits);
+    uint ef = (b >> 23) & 0xFFu;
+    uint mf = b & 0x7FFFFFu;
+    if (ef == 0xFFu) {
+        // Saturating, so infinity is just another value past max finite.
+        return sign | ((mf != 0u) ? nan_bits : max_bits);
+    }
+    if (ef == 0u && mf == 0u) {
+        return sign;
+    }
+    // The f32 value is sig * 2^(eff - 150) for normals and denormals alike.
+    int eff = max(int(ef), 1);
+    uint sig = (ef == 0u) ? mf : (mf | 0x800000u);
+    // Target exponent, clamped to the minimum normal one so subnormal rounding
+    // is the same code. Every target's minimum normal exponent is >= -126, so
+    // f32 denormal inputs (true exponent < -126) clamp correctly too.
+    int e = max(eff - 127, 1 - bias);
+    int max_exp = int(max_bits >> uint(mbits)) - bias;
+    if (e > max_exp) {
+        return sign | max_bits;
+    }
+    // Drop s bits to reach quanta of 2^(e - mbits). s >= 23 - mbits > 0. Past
+    // 25 bits the 24-bit sig is below half a quantum and rounds to 0 anyway;
+    // capping keeps the shifts below 32, where GLSL shifts are defined.
+    int s = min(e - eff + 150 - mbits, 25);
+    uint m = sig >> uint(s);
+    uint rem = sig & ((1u << uint(s)) - 1u);
+    uint halfway = 1u << uint(s - 1);
+    if (rem > halfway || (rem == halfway && (m & 1u) != 0u)) {
+        m += 1u;
+    }
+    // m carries the implicit one when normal, so adding it to the (biased
+    // exponent - 1) field covers subnormals, subnormal->normal and mantissa
+    // carries alike; anything past max finite (inf or e4m3's NaN slot) saturates.
+    uint bits = (uint(e + bias - 1) << uint(mbits)) + m;
+    return sign | min(bits, max_bits);
+}
+
+// Generic decoder. Every value of these formats is exactly representable in
+// f32; all but bf16 subnormals are f32 normals.
+float vka_nf_decode(uint bits, int ebits, int mbits, int bias, uint max_bits, bool has_inf)
+{
+    uint width = uint(ebits + mbits);
+    uint sign = ((bits >> width) & 1u) << 31;
+    uint mag = bits & ((1u << width) - 1u);
+    if (mag > max_bits) {
+        uint inf_bits = ((1u << uint(ebits)) - 1u) << uint(mbits);
+        return uintBitsToFloat(sign | ((has_inf && mag == inf_bits) ? 0x7F800000u : 0x7FC00000u));
+    }
+    uint ex = mag >> uint(mbits);
+    uint man = mag & ((1u << uint(mbits)) - 1u);
+    if (ex != 0u) {
+        return uintBitsToFloat(sign | (uint(int(ex) - bias + 127) << 23) | (man << uint(23 - mbits)));
+    }
+    if (man == 0u) {
+        return uintBitsToFloat(sign);
+    }
+    // Subnormal man * 2^(1 - bias - mbits): its leading one becomes f32's
+    // implicit bit.
+    int p = findMSB(man);
+    int fe = p + 1 - bias - mbits + 127;
+    if (fe <= 0) {
+        // Only bf16 gets here (same exponent range as f32): its subnormals are
+        // f32 denormals with the mantissa in place. The min() only keeps the
+        // folded shift legal for formats that never take this branch.
+        return uintBitsToFloat(sign | (man << uint(min(150 - bias - mbits, 31))));
+    }
+    return uintBitsToFloat(sign | (uint(fe) << 23) | ((man ^ (1u << uint(p))) << uint(23 - p)));
+}
+
+uint vka_f32_to_f16(float x) { return vka_nf_encode(x, 5, 10, 15, 0x7BFFu, 0x7E00u); }
+float vka_f16_to_f32(uint bits) { return vka_nf_decode(bits, 5, 10, 15, 0x7BFFu, true); }
+
+uint vka_f32_to_bf16(float x) { return vka_nf_encode(x, 8, 7, 127, 0x7F7Fu, 0x7FC0u); }
+float vka_bf16_to_f32(uint bits) { return vka_nf_decode(bits, 8, 7, 127, 0x7F7Fu, true); }
+
+uint vka_f32_to_e4m3(float x) { return vka_nf_encode(x, 4, 3, 7, 0x7Eu, 0x7Fu); }
+float vka_e4m3_to_f32(uint bits) { return vka_nf_decode(bits, 4, 3, 7, 0x7Eu, false); }
+
+uint vka_f32_to_e5m2(float x) { return vka_nf_encode(x, 5, 2, 15, 0x7Bu, 0x7Eu); }
+float vka_e5m2_to_f32(uint bits) { return vka_nf_decode(bits, 5, 2, 15, 0x7Bu, true); }
+
+#endif  // VKATTN_NUMBER_FORMATS_GLSL

@@ -1,0 +1,470 @@
+// Context: creating or adopting the device, submission, status and validation.
+#include <vkattn/context.hpp>
+#include <vkattn/error.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "abi/common.h"
+#include "context_impl.hpp"
+#include "pipelines.hpp"
+#include "shader_registry.hpp"
+
+namespace vkattn {
+namespace detail {
+
+namespace {
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+void load_loader(PFN_vkGetInstanceProcAddr gipa) {
+  if (gipa) {
+    volkInitializeCustom(gipa);
+    return;
+  }
+  VkResult r = volkInitialize();
+  if (r != VK_SUCCESS)
+    throw Error("no Vulkan loader found (libvulkan.so.1): install the Vulkan loader (Debian: libvulkan1) and a driver", r);
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                     VkDebugUtilsMessageTypeFlagsEXT,
+                                                     const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    auto* impl = static_cast<ContextImpl*>(user);
+    std::lock_guard lock(impl->validation_mutex);
+    impl->validation_messages.emplace_back(data->pMessage ? data->pMessage : "(no message)");
+  }
+  return VK_FALSE;
+}
+
+bool instance_layer_present(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  return std::any_of(layers.begin(), layers.end(), [&](auto& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool instance_extension_present(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+  return std::any_of(exts.begin(), exts.end(), [&](auto& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+std::vector<std::string> device_extensions_of(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  std::vector<std::string> names;
+  for (auto& e : exts) names.emplace_back(e.extensionName);
+  return names;
+}
+
+bool contains(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// Queue family with compute, preferring one with timestamps. -1 if none.
+int compute_queue_family(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  int best = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (fams[i].timestampValidBits > 0) return static_cast<int>(i);
+    if (best < 0) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// What a device lacks for vkattn's baseline, or "" when it is usable.
+std::string unsuitable_reason(VkPhysicalDevice pd) {
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(pd, &props);
+  if (props.apiVersion < VK_API_VERSION_1_3)
+    return "Vulkan " + std::to_string(VK_API_VERSION_MAJOR(props.apiVersion)) + "." +
+           std::to_string(VK_API_VERSION_MINOR(props.apiVersion)) + " (1.3 needed)";
+  DeviceFeatureChain f;
+  f.link(false, false, false);
+  vkGetPhysicalDeviceFeatures2(pd, &f.core);
+  std::string missing;
+  auto need = [&](VkBool32 ok, const char* name) { if (!ok) missing += std::string(missing.empty() ? "" : ", ") + name; };
+  need(f.v11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  need(f.v12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  need(f.v12.shaderFloat16, "shaderFloat16");
+  need(f.core.features.shaderInt64, "shaderInt64");
+  need(f.v12.bufferDeviceAddress, "bufferDeviceAddress");
+  need(f.v12.vulkanMemoryModel, "vulkanMemoryModel");
+  if (compute_queue_family(pd) < 0) need(false, "a compute queue");
+  return missing.empty() ? "" : "lacks " + missing;
+}
+
+int device_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+  }
+}
+
+VkPhysicalDevice choose_physical_device(VkInstance instance, int index) {
+  uint32_t n = 0;
+  vk_check(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> devs(n);
+  vk_check(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
+  if (n == 0) throw Error("no Vulkan device found: install a driver (for a CPU device, Debian's mesa-vulkan-drivers)");
+  auto describe = [&](uint32_t i) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(devs[i], &p);
+    return std::to_string(i) + ": " + p.deviceName;
+  };
+  if (index >= 0) {
+    if (static_cast<uint32_t>(index) >= n) {
+      std::string list;
+      for (uint32_t i = 0; i < n; ++i) list += (i ? ", " : "") + describe(i);
+      throw Error("device index " + std::to_string(index) + " is out of range: expected 0.." + std::to_string(n - 1) + " (" + list + ")");
+    }
+    std::string why = unsuitable_reason(devs[index]);
+    if (!why.empty()) throw Error("device " + describe(index) + " cannot run vkattn: it " + why);
+    return devs[index];
+  }
+  VkPhysicalDevice best = VK_NULL_HANDLE;
+  int best_rank = -1;
+  std::string rejected;
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string why = unsuitable_reason(devs[i]);
+    if (!why.empty()) { rejected += "\n  " + describe(i) + " " + why; continue; }
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(devs[i], &p);
+    if (device_rank(p.deviceType) > best_rank) { best = devs[i]; best_rank = device_rank(p.deviceType); }
+  }
+  if (!best) throw Error("no Vulkan device can run vkattn:" + rejected);
+  return best;
+}
+
+}  // namespace
+
+void DeviceFeatureChain::link(bool has_coopmat, bool has_coopmat2, bool has_bf16) {
+  core.pNext = &v11;
+  v11.pNext = &v12;
+  v12.pNext = &v13;
+  void** tail = &v13.pNext;
+  if (has_coopmat) { *tail = &coopmat; tail = &coopmat.pNext; }
+  if (has_coopmat2) { *tail = &coopmat2; tail = &coopmat2.pNext; }
+  if (has_bf16) { *tail = &bf16; tail = &bf16.pNext; }
+  *tail = nullptr;
+}
+
+bool ContextImpl::has_extension(std::string_view name) const { return contains(device_extensions, name); }
+
+uint32_t ContextImpl::memory_type(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) const {
+  for (int pass = 0; pass < 2; ++pass) {   // first without `avoid` flags, then with
+    for (uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+      VkMemoryPropertyFlags f = memory.memoryTypes[i].propertyFlags;
+      if ((type_bits & (1u << i)) && (f & want) == want && (pass == 1 || (f & avoid) == 0)) return i;
+    }
+  }
+  return UINT32_MAX;
+}
+
+uint64_t ContextImpl::max_chunk_bytes() const {
+  uint64_t m = std::min({caps.max_storage_buffer_range, caps.max_memory_allocation_size, caps.max_buffer_size});
+  if (options.max_chunk_bytes) m = std::min<uint64_t>(m, options.max_chunk_bytes);
+  return m;
+}
+
+ContextImpl::~ContextImpl() {
+  if (!device) return;
+  vk.vkDeviceWaitIdle(device);
+  if (pipelines) pipelines->save_file();
+  pipelines.reset();
+  status = Buffer();
+  recorded_sets.destroy(vk, device);
+  sync_sets.destroy(vk, device);
+  if (fence) vk.vkDestroyFence(device, fence, nullptr);
+  if (command_pool) vk.vkDestroyCommandPool(device, command_pool, nullptr);
+  if (owns_device) vk.vkDestroyDevice(device, nullptr);
+  if (messenger) vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
+  if (owns_instance) vkDestroyInstance(instance, nullptr);
+}
+
+// The parts shared by own and adopted contexts, once the handles are set.
+void finish_setup(Context& ctx, ContextImpl& impl) {
+  volkLoadDeviceTable(&impl.vk, impl.device);
+  query_capabilities(impl, impl.device_extensions);
+  if (impl.options.force_path) {
+    std::string missing = impl.caps.missing_for(*impl.options.force_path);
+    if (!missing.empty())
+      throw Error("path '" + std::string(path_name(*impl.options.force_path)) + "' was forced, but device '" +
+                  impl.caps.device_name + "' lacks " + missing);
+  }
+  VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool.queueFamilyIndex = impl.queue_family;
+  vk_check(impl.vk.vkCreateCommandPool(impl.device, &pool, nullptr, &impl.command_pool), "vkCreateCommandPool");
+  VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk_check(impl.vk.vkCreateFence(impl.device, &fence, nullptr, &impl.fence), "vkCreateFence");
+  impl.pipelines = std::make_unique<Pipelines>(impl);
+  impl.status = Buffer(ctx, abi::STATUS_WORDS * sizeof(uint32_t), MemoryKind::host_visible);
+  std::memset(impl.status.mapped(), 0, abi::STATUS_WORDS * sizeof(uint32_t));
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+ContextOptions ContextOptions::with_environment() const {
+  ContextOptions o = *this;
+  if (const char* p = std::getenv("VKATTN_PATH"); p && *p) o.force_path = parse_path(p);
+  if (const char* d = std::getenv("VKATTN_DEVICE"); d && *d) {
+    char* end = nullptr;
+    long v = std::strtol(d, &end, 10);
+    if (*end || v < 0) throw Error(std::string("VKATTN_DEVICE='") + d + "' is not a device index (expected 0, 1, ...)");
+    o.device_index = static_cast<int>(v);
+  }
+  if (const char* v = std::getenv("VKATTN_VALIDATION"); v && *v) o.validation = std::string(v) != "0";
+  if (const char* c = std::getenv("VKATTN_PIPELINE_CACHE"); c && *c) o.pipeline_cache_path = c;
+  return o;
+}
+
+Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()) {
+  auto& impl = *impl_;
+  impl.options = options.with_environment();
+  load_loader(nullptr);
+
+  std::vector<const char*> layers, exts;
+  bool validation = impl.options.validation && instance_layer_present(kValidationLayer);
+  if (validation) layers.push_back(kValidationLayer);
+  bool debug_utils = validation && instance_extension_present(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  if (debug_utils) exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vkattn";
+  app.pEngineName = "vkattn";
+  app.apiVersion = VK_API_VERSION_1_3;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  ici.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ici.ppEnabledLayerNames = layers.data();
+  ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ici.ppEnabledExtensionNames = exts.data();
+  VkDebugUtilsMessengerCreateInfoEXT dci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  dci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  dci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+  dci.pfnUserCallback = on_validation_message;
+  dci.pUserData = &impl;
+  if (debug_utils) ici.pNext = &dci;   // also reports errors of instance creation itself
+  vk_check(vkCreateInstance(&ici, nullptr, &impl.instance), "vkCreateInstance");
+  impl.owns_instance = true;
+  volkLoadInstanceOnly(impl.instance);
+  if (debug_utils)
+    vk_check(vkCreateDebugUtilsMessengerEXT(impl.instance, &dci, nullptr, &impl.messenger), "vkCreateDebugUtilsMessengerEXT");
+
+  impl.physical_device = choose_physical_device(impl.instance, impl.options.device_index);
+  impl.queue_family = static_cast<uint32_t>(compute_queue_family(impl.physical_device));
+
+  auto available = device_extensions_of(impl.physical_device);
+  for (const char* e : {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
+                        VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME,
+                        VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME})
+    if (contains(available, e)) impl.device_extensions.emplace_back(e);
+
+  // Query what is supported, then enable exactly the features the kernels use.
+  DeviceFeatureChain have, want;
+  bool km = impl.has_extension(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  bool nm2 = impl.has_extension(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+  bool bf = impl.has_extension(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+  have.link(km, nm2, bf);
+  vkGetPhysicalDeviceFeatures2(impl.physical_device, &have.core);
+  want.link(km, nm2, bf);
+  want.core.features.shaderInt64 = have.core.features.shaderInt64;
+  want.core.features.shaderInt16 = have.core.features.shaderInt16;
+  want.v11.storageBuffer16BitAccess = have.v11.storageBuffer16BitAccess;
+  want.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
+  want.v12.shaderFloat16 = have.v12.shaderFloat16;
+  want.v12.shaderInt8 = have.v12.shaderInt8;
+  want.v12.bufferDeviceAddress = have.v12.bufferDeviceAddress;
+  want.v12.vulkanMemoryModel = have.v12.vulkanMemoryModel;
+  want.v12.vulkanMemoryModelDeviceScope = have.v12.vulkanMemoryModelDeviceScope;
+  want.v12.scalarBlockLayout = have.v12.scalarBlockLayout;
+  want.v12.shaderSubgroupExtendedTypes = have.v12.shaderSubgroupExtendedTypes;
+  want.v13.subgroupSizeControl = have.v13.subgroupSizeControl;
+  want.v13.computeFullSubgroups = have.v13.computeFullSubgroups;
+  want.v13.maintenance4 = have.v13.maintenance4;
+  want.coopmat.cooperativeMatrix = have.coopmat.cooperativeMatrix;
+  want.coopmat2.cooperativeMatrixWorkgroupScope = have.coopmat2.cooperativeMatrixWorkgroupScope;
+  want.coopmat2.cooperativeMatrixFlexibleDimensions = have.coopmat2.cooperativeMatrixFlexibleDimensions;
+  want.coopmat2.cooperativeMatrixReductions = have.coopmat2.cooperativeMatrixReductions;
+  want.coopmat2.cooperativeMatrixConversions = have.coopmat2.cooperativeMatrixConversions;
+  want.coopmat2.cooperativeMatrixPerElementOperations = have.coopmat2.cooperativeMatrixPerElementOperations;
+  want.coopmat2.cooperativeMatrixTensorAddressing = have.coopmat2.cooperativeMatrixTensorAddressing;
+  want.coopmat2.cooperativeMatrixBlockLoads = have.coopmat2.cooperativeMatrixBlockLoads;
+  want.bf16.shaderBFloat16Type = have.bf16.shaderBFloat16Type;
+  want.bf16.shaderBFloat16CooperativeMatrix = have.bf16.shaderBFloat16CooperativeMatrix;
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = impl.queue_family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  std::vector<const char*> ext_ptrs;
+  for (auto& e : impl.device_extensions) ext_ptrs.push_back(e.c_str());
+  VkDeviceCreateInfo dci2{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci2.pNext = &want.core;
+  dci2.queueCreateInfoCount = 1;
+  dci2.pQueueCreateInfos = &qci;
+  dci2.enabledExtensionCount = static_cast<uint32_t>(ext_ptrs.size());
+  dci2.ppEnabledExtensionNames = ext_ptrs.data();
+  vk_check(vkCreateDevice(impl.physical_device, &dci2, nullptr, &impl.device), "vkCreateDevice");
+  impl.owns_device = true;
+  volkLoadDeviceTable(&impl.vk, impl.device);
+  impl.vk.vkGetDeviceQueue(impl.device, impl.queue_family, 0, &impl.queue);
+  finish_setup(*this, impl);
+}
+
+Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
+  if (!info.instance || !info.physical_device || !info.device || !info.queue)
+    throw Error("Context::adopt: instance, physical_device, device and queue must all be set (got " +
+                std::string(info.instance ? "" : "instance=null ") + (info.physical_device ? "" : "physical_device=null ") +
+                (info.device ? "" : "device=null ") + (info.queue ? "" : "queue=null") + ")");
+  Context ctx{AdoptTag{}};
+  ctx.impl_ = std::make_unique<ContextImpl>();
+  auto& impl = *ctx.impl_;
+  impl.options = options.with_environment();
+  load_loader(info.get_instance_proc_addr);
+  volkLoadInstanceOnly(info.instance);
+  impl.instance = info.instance;
+  impl.physical_device = info.physical_device;
+  impl.device = info.device;
+  impl.queue = info.queue;
+  impl.queue_family = info.queue_family;
+  std::string why = unsuitable_reason(info.physical_device);
+  if (!why.empty()) throw Error("Context::adopt: the device cannot run vkattn: it " + why);
+  impl.device_extensions = info.enabled_device_extensions;
+  finish_setup(ctx, impl);
+  return ctx;
+}
+
+Context::Context(AdoptTag) {}
+Context::~Context() = default;
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+
+const Capabilities& Context::capabilities() const { return impl_->caps; }
+const ContextOptions& Context::options() const { return impl_->options; }
+VkInstance Context::instance() const { return impl_->instance; }
+VkPhysicalDevice Context::physical_device() const { return impl_->physical_device; }
+VkDevice Context::device() const { return impl_->device; }
+VkQueue Context::queue() const { return impl_->queue; }
+uint32_t Context::queue_family() const { return impl_->queue_family; }
+bool Context::owns_device() const { return impl_->owns_device; }
+bool Context::validation_enabled() const { return impl_->messenger != VK_NULL_HANDLE; }
+std::size_t Context::pipelines_created() const { return impl_->pipelines->created(); }
+void Context::save_pipeline_cache() const { impl_->pipelines->save_file(); }
+
+Path Context::path_for(std::string_view kernel) const {
+  const auto& caps = impl_->caps;
+  if (impl_->options.force_path) return *impl_->options.force_path;
+  for (Path p : caps.paths)
+    if (find_module(kernel, path_name(p))) return p;
+  return Path::scalar;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> Context::kernels() const {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const auto& m : embedded_modules()) {
+    auto it = std::find_if(out.begin(), out.end(), [&](auto& k) { return k.first == m.kernel; });
+    if (it == out.end()) it = out.insert(out.end(), {m.kernel, {}});
+    it->second.emplace_back(m.path);
+  }
+  return out;
+}
+
+void Context::submit_and_wait(const std::function<void(VkCommandBuffer)>& record) {
+  detail::submit_and_wait(*impl_, record);
+  check_device_status();
+}
+
+void detail::submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record) {
+  std::lock_guard lock(impl.submit_mutex);
+  const auto& vk = impl.vk;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = impl.command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  vk_check(vk.vkAllocateCommandBuffers(impl.device, &ai, &cmd), "vkAllocateCommandBuffers");
+  struct Cleanup {
+    ContextImpl& impl; VkCommandBuffer cmd;
+    ~Cleanup() {
+      impl.vk.vkFreeCommandBuffers(impl.device, impl.command_pool, 1, &cmd);
+      impl.sync_sets.reset(impl.vk, impl.device);
+      impl.active_sets = &impl.recorded_sets;
+    }
+  } cleanup{impl, cmd};
+  impl.active_sets = &impl.sync_sets;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(vk.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+  // Earlier submissions' writes were made available by their fences; make them
+  // visible here, and make this submission's writes visible to the host after.
+  auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    mb.dstAccessMask = dst_access;
+    vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
+  barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+  record(cmd);
+  barrier(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  vk_check(vk.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  vk_check(vk.vkResetFences(impl.device, 1, &impl.fence), "vkResetFences");
+  vk_check(vk.vkQueueSubmit(impl.queue, 1, &si, impl.fence), "vkQueueSubmit");
+  // A bounded wait: a hung kernel becomes an error, not a hang.
+  constexpr uint64_t kTimeoutNs = 120ull * 1000 * 1000 * 1000;
+  VkResult r = vk.vkWaitForFences(impl.device, 1, &impl.fence, VK_TRUE, kTimeoutNs);
+  if (r == VK_TIMEOUT) throw Error("a submission did not complete within 120 s (VK_TIMEOUT)", r);
+  vk_check(r, "vkWaitForFences");
+}
+
+void Context::check_device_status() {
+  auto* words = static_cast<uint32_t*>(impl_->status.mapped());
+  uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
+  if (code == abi::STATUS_OK) return;
+  std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
+  switch (code) {
+    case abi::STATUS_SLOT_OUT_OF_RANGE: {
+      int64_t slot = static_cast<int64_t>((uint64_t(c) << 32) | b);
+      throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot) +
+                  " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
+    }
+    default:
+      throw Error("a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
+                  std::to_string(b) + ", " + std::to_string(c) + ")");
+  }
+}
+
+void Context::release_recorded_descriptor_sets() { impl_->recorded_sets.reset(impl_->vk, impl_->device); }
+
+std::vector<std::string> Context::validation_messages() const {
+  std::lock_guard lock(impl_->validation_mutex);
+  return impl_->validation_messages;
+}
+
+void Context::clear_validation_messages() {
+  std::lock_guard lock(impl_->validation_mutex);
+  impl_->validation_messages.clear();
+}
+
+}  // namespace vkattn

@@ -1,0 +1,86 @@
+#include "dispatch.hpp"
+
+#include <string>
+#include <vector>
+
+#include "context_impl.hpp"
+
+namespace vkattn::detail {
+
+BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string_view op, std::string_view name) {
+  const auto& caps = impl.caps;
+  std::string what = std::string(op) + ": " + std::string(name);
+  if (!view.buffer.buffer) throw Error(what + ": the buffer is VK_NULL_HANDLE");
+  const VkDeviceSize esize = dtype_size(view.dtype);
+  if (view.offset % esize)
+    throw Error(what + ": byte offset " + std::to_string(view.offset) + " is not a multiple of the element size " + std::to_string(esize));
+  VkDeviceSize end = view.end_byte();
+  if (end > view.buffer.size)
+    throw Error(what + ": the view " + view.shape_string() + " from byte " + std::to_string(view.offset) + " needs " +
+                std::to_string(end) + " bytes, but the buffer holds " + std::to_string(view.buffer.size));
+  // Start the binding at the device-aligned offset at or before the view. Both the
+  // alignment and element sizes are powers of two, so the gap is whole elements.
+  VkDeviceSize align = std::max<VkDeviceSize>(caps.min_storage_buffer_offset_alignment, esize);
+  VkDeviceSize start = view.offset - view.offset % align;
+  VkDeviceSize range = std::max<VkDeviceSize>(end - start, esize);
+  range = std::min(range, view.buffer.size - start);
+  if (range > caps.max_storage_buffer_range)
+    throw Error(what + ": the view spans " + std::to_string(range) + " bytes, more than the device binds at once (maxStorageBufferRange " +
+                std::to_string(caps.max_storage_buffer_range) + ")");
+  uint64_t elem = (view.offset - start) / esize;
+  return {{view.buffer.buffer, start, range}, static_cast<uint32_t>(elem)};
+}
+
+Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {
+  const auto& lim = impl.caps.max_workgroup_count;
+  Grid g;
+  if (count <= lim[0]) {
+    g.x = static_cast<uint32_t>(std::max<uint64_t>(count, 1));
+    return g;
+  }
+  g.x = lim[0];
+  uint64_t y = (count + g.x - 1) / g.x;
+  if (y > lim[1])
+    throw Error(std::string(op) + ": " + std::to_string(count) + " workgroups exceed the device's grid (" +
+                std::to_string(lim[0]) + " x " + std::to_string(lim[1]) + ")");
+  g.y = static_cast<uint32_t>(y);
+  return g;
+}
+
+void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, std::span<const BufferBinding> bindings,
+                     const void* push, Grid grid) {
+  const auto& vk = impl.vk;
+  if (bindings.size() + 1 != p.bindings)
+    throw Error("internal: kernel expects " + std::to_string(p.bindings - 1) + " bindings, got " + std::to_string(bindings.size()));
+  std::vector<VkDescriptorBufferInfo> infos;
+  infos.push_back({impl.status.handle(), 0, VK_WHOLE_SIZE});
+  for (const auto& b : bindings) infos.push_back({b.buffer, b.offset, b.range});
+  std::vector<VkWriteDescriptorSet> writes(infos.size(), {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET});
+  for (uint32_t i = 0; i < writes.size(); ++i) {
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  if (impl.use_push_descriptors()) {
+    vk.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, static_cast<uint32_t>(writes.size()), writes.data());
+  } else {
+    VkDescriptorSet set = impl.active_sets->allocate(vk, impl.device, p.set_layout);
+    for (auto& w : writes) w.dstSet = set;
+    vk.vkUpdateDescriptorSets(impl.device, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  }
+  if (p.push_size) vk.vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_size, push);
+  vk.vkCmdDispatch(cmd, grid.x, grid.y, grid.z);
+}
+
+void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  impl.vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                               0, nullptr, 0, nullptr);
+}
+
+}  // namespace vkattn::detail

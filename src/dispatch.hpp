@@ -1,0 +1,46 @@
+// Internal: binding buffers, pushing constants and sizing grids for a dispatch.
+#pragma once
+#include <vkattn/tensor.hpp>
+
+#include <array>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+#include "pipelines.hpp"
+
+namespace vkattn::detail {
+
+struct ContextImpl;
+
+struct BufferBinding {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize range = VK_WHOLE_SIZE;
+};
+
+// A view bound as a storage buffer: the binding starts at an aligned offset at
+// or before the view, and `element_offset` (in the view's elements) is what
+// the shader adds to reach the view's first element.
+struct BoundView {
+  BufferBinding binding;
+  uint32_t element_offset = 0;
+};
+BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string_view op, std::string_view name);
+
+// Workgroup grid for `count` workgroups. Dimension x is capped at the device's
+// limit (65535 on some devices) and the rest folds into y; shaders rebuild the
+// linear index as gl_WorkGroupID.y * grid_x + gl_WorkGroupID.x and skip ids >= count.
+struct Grid {
+  uint32_t x = 1, y = 1, z = 1;
+};
+Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op);
+
+// Binds the status buffer at binding 0 and `bindings` at 1.., pushes constants, dispatches.
+void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& pipeline,
+                     std::span<const BufferBinding> bindings, const void* push, Grid grid);
+
+// Barrier between dependent dispatches of one op.
+void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd);
+
+}  // namespace vkattn::detail

@@ -1,0 +1,33 @@
+// Internal: small helpers every op uses to check its arguments.
+#pragma once
+#include <vkattn/error.hpp>
+#include <vkattn/tensor.hpp>
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace vkattn::detail {
+
+// The words of a specialization-constant struct (abi::*Spec): field i is constant_id i.
+template <class Spec>
+std::span<const uint32_t> spec_words(const Spec& s) {
+  static_assert(std::is_standard_layout_v<Spec> && sizeof(Spec) % sizeof(uint32_t) == 0);
+  return {reinterpret_cast<const uint32_t*>(&s), sizeof(Spec) / sizeof(uint32_t)};
+}
+
+// Checks a view's dtype and shape. `dims` names each dimension (for messages);
+// an expected extent of -1 accepts any size.
+void check_view(std::string_view op, std::string_view name, const TensorView& v, std::initializer_list<DType> dtypes,
+                std::initializer_list<int64_t> shape, std::initializer_list<const char*> dims);
+
+// Requires the innermost dimension to be contiguous and all strides to be
+// non-negative and small enough for 32-bit indexing in shaders.
+void check_strides(std::string_view op, std::string_view name, const TensorView& v);
+
+uint32_t to_u32(std::string_view op, std::string_view what, int64_t value);
+
+}  // namespace vkattn::detail

@@ -1,0 +1,81 @@
+// write_kv_cache: argument checks and dispatch; the kernel is shaders/write_kv_cache.comp.
+#include <vkattn/context.hpp>
+#include <vkattn/ops.hpp>
+
+#include "abi/write_kv_cache.h"
+#include "../context_impl.hpp"
+#include "../dispatch.hpp"
+#include "../op_support.hpp"
+
+namespace vkattn {
+
+using namespace detail;
+
+namespace {
+constexpr std::string_view kOp = "write_kv_cache";
+using abi::WriteKvCachePush;
+}  // namespace
+
+void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                    const TensorView& slot_mapping, VkCommandBuffer cmd) {
+  auto& impl = ctx.impl();
+  const auto& c = cache.config();
+  const int64_t n = key.shape.empty() ? -1 : key.shape[0];
+  const int64_t H = c.num_kv_heads, D = c.head_size;
+  check_view(kOp, "key", key, {DType::f16, DType::bf16, DType::f32}, {-1, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_view(kOp, "value", value, {key.dtype}, {n, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_view(kOp, "slot_mapping", slot_mapping, {DType::i64, DType::i32}, {n}, {"num_tokens"});
+  check_strides(kOp, "key", key);
+  check_strides(kOp, "value", value);
+  check_strides(kOp, "slot_mapping", slot_mapping);
+  if (!cmd) throw Error("write_kv_cache: the command buffer is VK_NULL_HANDLE");
+  if (n == 0) return;
+
+  BoundView k = bind_view(impl, key, kOp, "key");
+  BoundView v = bind_view(impl, value, kOp, "value");
+  BoundView s = bind_view(impl, slot_mapping, kOp, "slot_mapping");
+
+  abi::WriteKvCacheSpec spec;
+  spec.WKV_NUM_KV_HEADS = c.num_kv_heads;
+  spec.WKV_HEAD_SIZE = c.head_size;
+  spec.WKV_BLOCK_SIZE = c.block_size;
+  spec.WKV_LAYOUT = static_cast<uint32_t>(c.layout);
+  spec.WKV_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
+  spec.WKV_INPUT_DTYPE = static_cast<uint32_t>(key.dtype);
+  spec.WKV_SLOT_DTYPE = static_cast<uint32_t>(slot_mapping.dtype);
+  spec.WKV_WORKGROUP_SIZE = c.num_kv_heads * c.head_size >= 128 ? 128 : 64;
+  const Pipeline& p = impl.pipelines->get({kOp, ctx.path_for(kOp), spec_words(spec), 4, sizeof(WriteKvCachePush)});
+
+  Grid grid = fold_grid(impl, static_cast<uint64_t>(n), kOp);
+  WriteKvCachePush push{};
+  push.chunk_table_address = cache.chunk_table_address();
+  push.num_tokens = to_u32(kOp, "num_tokens", n);
+  push.num_blocks = c.num_blocks;
+  push.blocks_per_chunk = cache.blocks_per_chunk();
+  push.num_k_chunks = cache.num_chunks();
+  push.key_offset = k.element_offset;
+  push.key_token_stride = to_u32(kOp, "key stride 0", key.stride(0));
+  push.key_head_stride = to_u32(kOp, "key stride 1", key.stride(1));
+  push.value_offset = v.element_offset;
+  push.value_token_stride = to_u32(kOp, "value stride 0", value.stride(0));
+  push.value_head_stride = to_u32(kOp, "value stride 1", value.stride(1));
+  push.slot_offset = s.element_offset;
+  push.grid_x = grid.x;
+  push.k_inv_scale = static_cast<float>(1.0 / c.k_scale);
+  push.v_inv_scale = static_cast<float>(1.0 / c.v_scale);
+  const BufferBinding bindings[] = {k.binding, v.binding, s.binding};
+  record_dispatch(impl, cmd, p, bindings, &push, grid);
+}
+
+void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                    const TensorView& slot_mapping) {
+  try {
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) { write_kv_cache(ctx, cache, key, value, slot_mapping, cmd); });
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with("write_kv_cache: slot_mapping["))
+      throw Error(std::string(e.what()) + " (this cache has " + std::to_string(cache.num_slots()) + " slots)", e.vk_result());
+    throw;
+  }
+}
+
+}  // namespace vkattn

@@ -1,0 +1,155 @@
+#include "pipelines.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "context_impl.hpp"
+#include "shader_registry.hpp"
+
+namespace vkattn::detail {
+
+const EmbeddedModule* find_module(std::string_view kernel, std::string_view path) {
+  const EmbeddedModule* universal = nullptr;
+  for (const auto& m : embedded_modules()) {
+    if (kernel != m.kernel) continue;
+    if (path == m.path) return &m;
+    if (std::string_view(m.path) == "universal") universal = &m;
+  }
+  return universal;
+}
+
+namespace {
+
+// A cache file is used only when its header says it came from this very device
+// and driver; anything else (truncated, foreign) is ignored and rewritten.
+std::vector<char> read_cache_file(const std::string& path, const VkPhysicalDeviceProperties& props) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.size() < sizeof(VkPipelineCacheHeaderVersionOne)) return {};
+  VkPipelineCacheHeaderVersionOne h;
+  std::memcpy(&h, data.data(), sizeof h);
+  if (h.headerVersion != VK_PIPELINE_CACHE_HEADER_VERSION_ONE || h.vendorID != props.vendorID ||
+      h.deviceID != props.deviceID || std::memcmp(h.pipelineCacheUUID, props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
+    return {};
+  return data;
+}
+
+}  // namespace
+
+Pipelines::Pipelines(ContextImpl& impl) : impl_(impl) {
+  std::vector<char> initial;
+  if (!impl.options.pipeline_cache_path.empty()) {
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(impl.physical_device, &props);
+    initial = read_cache_file(impl.options.pipeline_cache_path, props);
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = initial.size();
+  ci.pInitialData = initial.empty() ? nullptr : initial.data();
+  vk_check(impl.vk.vkCreatePipelineCache(impl.device, &ci, nullptr, &cache_), "vkCreatePipelineCache");
+}
+
+Pipelines::~Pipelines() {
+  const auto& vk = impl_.vk;
+  for (auto& [k, p] : pipelines_) {
+    vk.vkDestroyPipeline(impl_.device, p.pipeline, nullptr);
+    vk.vkDestroyPipelineLayout(impl_.device, p.layout, nullptr);
+  }
+  for (auto& [n, l] : set_layouts_) vk.vkDestroyDescriptorSetLayout(impl_.device, l, nullptr);
+  for (auto& [n, m] : modules_) vk.vkDestroyShaderModule(impl_.device, m, nullptr);
+  vk.vkDestroyPipelineCache(impl_.device, cache_, nullptr);
+}
+
+void Pipelines::save_file() const {
+  const std::string& path = impl_.options.pipeline_cache_path;
+  if (path.empty()) return;
+  size_t n = 0;
+  if (impl_.vk.vkGetPipelineCacheData(impl_.device, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<char> data(n);
+  if (impl_.vk.vkGetPipelineCacheData(impl_.device, cache_, &n, data.data()) != VK_SUCCESS) return;
+  // Written beside and renamed, so a concurrent reader never sees half a file.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;   // an unwritable cache only costs start-up time
+    out.write(data.data(), static_cast<std::streamsize>(n));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+}
+
+VkDescriptorSetLayout Pipelines::set_layout(uint32_t bindings) {
+  auto it = set_layouts_.find(bindings);
+  if (it != set_layouts_.end()) return it->second;
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (impl_.use_push_descriptors()) ci.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  ci.bindingCount = bindings;
+  ci.pBindings = b.data();
+  VkDescriptorSetLayout layout;
+  vk_check(impl_.vk.vkCreateDescriptorSetLayout(impl_.device, &ci, nullptr, &layout), "vkCreateDescriptorSetLayout");
+  set_layouts_[bindings] = layout;
+  return layout;
+}
+
+VkShaderModule Pipelines::shader_module(std::string_view kernel, std::string_view path, std::string* used_path) {
+  const EmbeddedModule* m = find_module(kernel, path);
+  if (!m)
+    throw Error("kernel '" + std::string(kernel) + "' has no module for path '" + std::string(path) + "'");
+  *used_path = m->path;
+  std::string key = std::string(m->kernel) + "/" + m->path;
+  auto it = modules_.find(key);
+  if (it != modules_.end()) return it->second;
+  VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  ci.codeSize = m->size;
+  ci.pCode = reinterpret_cast<const uint32_t*>(m->code);
+  VkShaderModule module;
+  vk_check(impl_.vk.vkCreateShaderModule(impl_.device, &ci, nullptr, &module), "vkCreateShaderModule(" + key + ")");
+  modules_[key] = module;
+  return module;
+}
+
+const Pipeline& Pipelines::get(const PipelineRequest& r) {
+  auto key = std::make_tuple(std::string(r.kernel), static_cast<uint32_t>(r.path),
+                             std::vector<uint32_t>(r.spec.begin(), r.spec.end()), r.bindings, r.push_size);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+
+  Pipeline p;
+  p.bindings = r.bindings;
+  p.push_size = r.push_size;
+  VkShaderModule module = shader_module(r.kernel, path_name(r.path), &p.module_path);
+  p.set_layout = set_layout(r.bindings);
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, r.push_size};
+  VkPipelineLayoutCreateInfo lci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  lci.setLayoutCount = 1;
+  lci.pSetLayouts = &p.set_layout;
+  lci.pushConstantRangeCount = r.push_size ? 1 : 0;
+  lci.pPushConstantRanges = &range;
+  vk_check(impl_.vk.vkCreatePipelineLayout(impl_.device, &lci, nullptr, &p.layout), "vkCreatePipelineLayout");
+
+  std::vector<VkSpecializationMapEntry> entries(r.spec.size());
+  for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4u};
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), r.spec.size_bytes(), r.spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = p.layout;
+  VkResult res = impl_.vk.vkCreateComputePipelines(impl_.device, cache_, 1, &ci, nullptr, &p.pipeline);
+  if (res != VK_SUCCESS) {
+    impl_.vk.vkDestroyPipelineLayout(impl_.device, p.layout, nullptr);
+    vk_check(res, "creating the pipeline of kernel '" + std::string(r.kernel) + "' (" + p.module_path + ")");
+  }
+  ++created_;
+  return pipelines_.emplace(std::move(key), std::move(p)).first->second;
+}
+
+}  // namespace vkattn::detail

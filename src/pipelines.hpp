@@ -1,0 +1,57 @@
+// Internal: compute pipelines, created on first use from (kernel, path,
+// specialization constants) and cached for the context's lifetime, backed by
+// an optional VkPipelineCache file.
+#pragma once
+#include <vkattn/capabilities.hpp>
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "vk.hpp"
+
+namespace vkattn::detail {
+
+struct ContextImpl;
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t bindings = 0;      // storage buffers, binding 0 being the status buffer
+  uint32_t push_size = 0;
+  std::string module_path;    // the module used: "scalar", ..., or "universal"
+};
+
+struct PipelineRequest {
+  std::string_view kernel;
+  Path path = Path::scalar;
+  std::span<const uint32_t> spec;   // constant_id i = spec[i]
+  uint32_t bindings = 0;            // including the status buffer at binding 0
+  uint32_t push_size = 0;
+  uint32_t workgroup_size_spec_id = UINT32_MAX;   // for diagnostics only
+};
+
+class Pipelines {
+ public:
+  explicit Pipelines(ContextImpl& impl);
+  ~Pipelines();
+  const Pipeline& get(const PipelineRequest& request);
+  void save_file() const;
+  std::size_t created() const { return created_; }
+
+ private:
+  VkDescriptorSetLayout set_layout(uint32_t bindings);
+  VkShaderModule shader_module(std::string_view kernel, std::string_view path, std::string* used_path);
+  ContextImpl& impl_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::map<std::tuple<std::string, uint32_t, std::vector<uint32_t>, uint32_t, uint32_t>, Pipeline> pipelines_;
+  std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
+  std::map<std::string, VkShaderModule> modules_;
+  std::size_t created_ = 0;
+};
+
+}  // namespace vkattn::detail

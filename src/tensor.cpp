@@ -1,0 +1,41 @@
+#include <vkattn/error.hpp>
+#include <vkattn/tensor.hpp>
+
+namespace vkattn {
+
+TensorView TensorView::contiguous(BufferRef buffer, DType dtype, std::vector<int64_t> shape, VkDeviceSize offset) {
+  TensorView v;
+  v.buffer = buffer;
+  v.offset = offset;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  return v;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t TensorView::stride(std::size_t dim) const {
+  if (!strides.empty()) return strides.at(dim);
+  int64_t s = 1;
+  for (std::size_t i = dim + 1; i < shape.size(); ++i) s *= shape[i];
+  return s;
+}
+
+VkDeviceSize TensorView::end_byte() const {
+  if (numel() == 0) return offset;
+  int64_t last = 0;
+  for (std::size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * stride(i);
+  return offset + VkDeviceSize(last + 1) * dtype_size(dtype);
+}
+
+std::string TensorView::shape_string() const {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace vkattn

@@ -1,0 +1,153 @@
+// Context: device choice, capability report, path forcing, adoption, pipeline cache.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "runners/write_kv_cache_runner.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+class ContextTest : public VkTest {};
+
+TEST_F(ContextTest, ReportsTheDeviceAndAPathPerKernel) {
+  const auto& c = ctx().capabilities();
+  EXPECT_FALSE(c.device_name.empty());
+  EXPECT_GE(VK_API_VERSION_MINOR(c.api_version), 3u);
+  EXPECT_GT(c.max_storage_buffer_range, 0u);
+  EXPECT_GT(c.subgroup_size, 0u);
+  ASSERT_FALSE(c.paths.empty());
+  EXPECT_EQ(c.paths.back(), Path::scalar);   // every device has the scalar path
+  std::string text = capability_report_text(ctx());
+  EXPECT_NE(text.find(c.device_name), std::string::npos);
+  EXPECT_NE(text.find("write_kv_cache"), std::string::npos);
+  std::string json = capability_report_json(ctx());
+  EXPECT_NE(json.find("\"kernels\""), std::string::npos);
+  EXPECT_NE(json.find("\"coopmat2\""), std::string::npos);
+  // Braces balance outside strings: a cheap well-formedness check.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    char ch = json[i];
+    if (in_string) { if (ch == '\\') ++i; else if (ch == '"') in_string = false; continue; }
+    if (ch == '"') in_string = true;
+    else if (ch == '{' || ch == '[') ++depth;
+    else if (ch == '}' || ch == ']') { --depth; ASSERT_GE(depth, 0); }
+  }
+  EXPECT_EQ(depth, 0);
+}
+
+TEST_F(ContextTest, BestPathIsChosenFromTheDevice) {
+  const auto& c = ctx().capabilities();
+  if (!ctx().options().force_path) {
+    // A kernel with one universal module runs on the device's best path.
+    EXPECT_EQ(ctx().path_for("write_kv_cache"), c.paths.front());
+  }
+  EXPECT_EQ(c.coopmat2, std::find(c.paths.begin(), c.paths.end(), Path::coopmat2) != c.paths.end());
+  EXPECT_EQ(c.coopmat, std::find(c.paths.begin(), c.paths.end(), Path::coopmat) != c.paths.end());
+}
+
+TEST_F(ContextTest, ForcingAMissingPathSaysWhatIsMissing) {
+  const auto& c = ctx().capabilities();
+  for (Path p : {Path::coopmat, Path::coopmat2}) {
+    if (std::find(c.paths.begin(), c.paths.end(), p) != c.paths.end()) continue;
+    auto opts = test_options();
+    opts.force_path = p;
+    EXPECT_VKATTN_ERROR(Context{opts}, "forced", c.device_name.c_str(), "lacks",
+                        p == Path::coopmat ? "VK_KHR_cooperative_matrix" : "VK_NV_cooperative_matrix2");
+  }
+  auto opts = test_options();
+  opts.force_path = Path::scalar;
+  Context scalar(opts);
+  EXPECT_EQ(scalar.path_for("write_kv_cache"), Path::scalar);
+}
+
+TEST(ContextEnvironment, VariablesOverrideOptions) {
+  setenv("VKATTN_PATH", "scalar", 1);
+  setenv("VKATTN_DEVICE", "0", 1);
+  auto o = ContextOptions{}.with_environment();
+  EXPECT_EQ(o.force_path, Path::scalar);
+  EXPECT_EQ(o.device_index, 0);
+  setenv("VKATTN_PATH", "tensor-cores", 1);
+  EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), "unknown path 'tensor-cores'", "scalar, coopmat or coopmat2");
+  unsetenv("VKATTN_PATH");
+  setenv("VKATTN_DEVICE", "first", 1);
+  EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), "VKATTN_DEVICE='first'");
+  unsetenv("VKATTN_DEVICE");
+}
+
+TEST(ContextDevice, AnIndexOutOfRangeListsTheDevices) {
+  auto opts = test_options();
+  opts.device_index = 99;
+  EXPECT_VKATTN_ERROR(Context{opts}, "device index 99 is out of range", "0: ");
+}
+
+TEST_F(ContextTest, AdoptedDeviceIsUsedAndNeverDestroyed) {
+  auto exts = std::vector<std::string>{};   // nothing declared: only the scalar path may be chosen
+  {
+    Context adopted = Context::adopt({ctx().instance(), ctx().physical_device(), ctx().device(), ctx().queue(),
+                                      ctx().queue_family(), exts, nullptr},
+                                     test_options());
+    EXPECT_FALSE(adopted.owns_device());
+    EXPECT_EQ(adopted.capabilities().paths, std::vector<Path>{Path::scalar});
+    tool::WriteKvCacheCase c;
+    c.timing_repetitions = 0;
+    c.num_tokens = 5;
+    auto r = tool::run_write_kv_cache(adopted, c);
+    EXPECT_TRUE(r.pass) << r.failure;
+  }
+  // The owner's device still works after the adopted context is gone.
+  tool::WriteKvCacheCase c;
+  c.timing_repetitions = 0;
+  auto r = tool::run_write_kv_cache(ctx(), c);
+  EXPECT_TRUE(r.pass) << r.failure;
+}
+
+TEST(ContextAdopt, MissingHandlesAreNamed) {
+  EXPECT_VKATTN_ERROR(Context::adopt({}), "Context::adopt", "instance=null", "device=null");
+}
+
+TEST(PipelineCache, FileIsWrittenAndReused) {
+  auto path = std::filesystem::temp_directory_path() / ("vkattn_pc_" + std::to_string(::getpid()) + ".bin");
+  std::filesystem::remove(path);
+  auto opts = test_options();
+  opts.pipeline_cache_path = path.string();
+  tool::WriteKvCacheCase c;
+  c.timing_repetitions = 0;
+  {
+    Context ctx(opts);
+    EXPECT_TRUE(tool::run_write_kv_cache(ctx, c).pass);
+    EXPECT_EQ(ctx.pipelines_created(), 1u);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_GE(std::filesystem::file_size(path), 32u);   // at least the header (lavapipe stores nothing more)
+  {
+    Context ctx(opts);   // reads the file; a second process would start faster
+    EXPECT_TRUE(tool::run_write_kv_cache(ctx, c).pass);
+  }
+  // A corrupt file is ignored, not trusted.
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << "garbage that is not a pipeline cache at all........"; }
+  {
+    Context ctx(opts);
+    EXPECT_TRUE(tool::run_write_kv_cache(ctx, c).pass);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_F(ContextTest, BufferRangeChecks) {
+  Buffer b(ctx(), 64);
+  std::vector<uint8_t> data(65);
+  EXPECT_VKATTN_ERROR(b.upload(data.data(), 65), "range [0, 65)", "64 bytes");
+  EXPECT_VKATTN_ERROR(b.download(data.data(), 8, 60), "range [60, 68)");
+  EXPECT_VKATTN_ERROR(Buffer(ctx(), 0), "size is 0");
+  EXPECT_VKATTN_ERROR(Buffer(ctx(), ctx().capabilities().max_buffer_size + 1), "exceeds the device's largest buffer");
+  std::vector<uint32_t> words = {1, 2, 3, 4};
+  b.upload(std::span<const uint32_t>(words), 16);
+  EXPECT_EQ(b.download_as<uint32_t>(4, 16), words);
+  b.fill(0xDEADBEEFu, 0, 16);
+  EXPECT_EQ(b.download_as<uint32_t>(1)[0], 0xDEADBEEFu);
+}
+
+}  // namespace
+}  // namespace vkattn::test

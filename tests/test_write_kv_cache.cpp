@@ -1,0 +1,244 @@
+// write_kv_cache against the float64 reference: every cache dtype, layout,
+// input dtype and slot dtype; odd block sizes; padding; chunked caches; grids
+// folded past 65535 workgroups; descriptor-set binding; and bad input.
+#include <cstring>
+
+#include <vkattn_ref/number_formats.hpp>
+
+#include "runners/write_kv_cache_runner.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+using tool::WriteKvCacheCase;
+
+WriteKvCacheCase small_case(DType cache_dtype, KvLayout layout, DType input, DType slots, uint64_t seed) {
+  WriteKvCacheCase c;
+  c.num_tokens = 29;
+  c.padding_tokens = 4;
+  c.cache = {.num_blocks = 9, .block_size = 16, .num_kv_heads = 2, .head_size = 64, .dtype = cache_dtype,
+             .layout = layout, .k_scale = 0.037f, .v_scale = 0.011f};
+  c.input_dtype = input;
+  c.slot_dtype = slots;
+  c.seed = seed;
+  c.timing_repetitions = 0;
+  return c;
+}
+
+struct Combo {
+  DType cache;
+  KvLayout layout;
+  DType input;
+  DType slots;
+};
+
+class WriteKvCacheCombos : public VkTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(WriteKvCacheCombos, MatchesReference) {
+  const Combo& p = GetParam();
+  auto r = tool::run_write_kv_cache(ctx(), small_case(p.cache, p.layout, p.input, p.slots, 7));
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+}
+
+std::vector<Combo> all_combos() {
+  std::vector<Combo> v;
+  for (DType cache : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2})
+    for (KvLayout l : {KvLayout::nhd, KvLayout::hnd, KvLayout::split})
+      for (DType in : {DType::f16, DType::bf16, DType::f32})
+        v.push_back({cache, l, in, (v.size() % 2) ? DType::i32 : DType::i64});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypesAndLayouts, WriteKvCacheCombos, ::testing::ValuesIn(all_combos()),
+                         [](const auto& info) {
+                           const Combo& c = info.param;
+                           return std::string(dtype_name(c.cache)) + "_" + std::string(layout_name(c.layout)) + "_from_" +
+                                  std::string(dtype_name(c.input)) + "_" + std::string(dtype_name(c.slots));
+                         });
+
+class WriteKvCache : public VkTest {};
+
+TEST_F(WriteKvCache, BlockSizeThatIsNotAPowerOfTwo) {
+  for (KvLayout l : {KvLayout::nhd, KvLayout::split}) {
+    auto c = small_case(DType::f16, l, DType::f32, DType::i64, 11);
+    c.cache.block_size = 48;
+    c.cache.head_size = 80;
+    c.cache.num_kv_heads = 3;
+    auto r = tool::run_write_kv_cache(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  }
+}
+
+TEST_F(WriteKvCache, SaturatesOutOfRangeValues) {
+  // Inputs far beyond fp8 range after scaling: must clamp to +-max finite, never inf or NaN.
+  for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2, DType::f16}) {
+    auto c = small_case(d, KvLayout::hnd, DType::f32, DType::i64, 3);
+    c.amplitude = 1e6;
+    auto r = tool::run_write_kv_cache(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  }
+}
+
+TEST_F(WriteKvCache, EveryTokenPaddingWritesNothing) {
+  auto c = small_case(DType::bf16, KvLayout::nhd, DType::bf16, DType::i32, 5);
+  c.num_tokens = 6;
+  c.padding_tokens = 200;   // every token gets slot -1 (with high probability all 6)
+  auto r = tool::run_write_kv_cache(ctx(), c);
+  EXPECT_TRUE(r.pass) << r.failure;
+}
+
+TEST(WriteKvCacheChunks, CacheSpansSeveralAllocations) {
+  // Small chunks force block addressing across allocations on any device.
+  auto opts = test_options();
+  opts.max_chunk_bytes = 3 * 16 * 2 * 64 * 2 + 100;   // 3 blocks per chunk
+  Context ctx(opts);
+  auto c = small_case(DType::f16, KvLayout::split, DType::f16, DType::i64, 9);
+  c.cache.num_blocks = 10;
+  tool::WriteKvCacheCase cc = c;
+  PagedKvCache probe(ctx, cc.cache);
+  EXPECT_EQ(probe.blocks_per_chunk(), 3u);
+  EXPECT_EQ(probe.num_chunks(), 4u);
+  auto r = tool::run_write_kv_cache(ctx, cc);
+  EXPECT_TRUE(r.pass) << r.failure;
+  for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << m;
+}
+
+TEST_F(WriteKvCache, CacheLargerThanTheStorageBufferRange) {
+  // A cache larger than maxStorageBufferRange (128 MiB on lavapipe) must span
+  // allocations; tokens are written at both ends so the last chunk is used.
+  const auto& caps = ctx().capabilities();
+  const uint64_t target = caps.max_storage_buffer_range + (32ull << 20);
+  KvCacheConfig cfg{.num_blocks = 0, .block_size = 16, .num_kv_heads = 8, .head_size = 128, .dtype = DType::f16};
+  const uint64_t block_bytes = 16ull * 8 * 128 * 2;
+  cfg.num_blocks = static_cast<uint32_t>(target / block_bytes);
+  PagedKvCache cache(ctx(), cfg);
+  ASSERT_GT(cache.num_chunks(), 1u);
+  cache.fill(0xA5A5A5A5u);
+  const uint32_t n = 2;
+  std::vector<int64_t> slots = {3, int64_t(cache.num_slots()) - 1};
+  std::vector<float> kv(n * 8 * 128);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(i % 97) * 0.25f - 12.0f;
+  Buffer kb(ctx(), kv.size() * 4), sb(ctx(), 16);
+  kb.upload(kv.data(), kv.size() * 4);
+  sb.upload(slots.data(), 16);
+  auto view = TensorView::contiguous(kb, DType::f32, {n, 8, 128});
+  write_kv_cache(ctx(), cache, view, view, TensorView::contiguous(sb, DType::i64, {n}));
+  auto last = cache.read_blocks(KvPart::value, cfg.num_blocks - 1, 1);
+  auto first = cache.read_blocks(KvPart::key, 0, 1);
+  for (uint32_t h = 0; h < 8; ++h)
+    for (uint32_t d = 0; d < 128; d += 31) {
+      uint16_t a, b;
+      std::memcpy(&a, &first[((3 * 8 + h) * 128 + d) * 2], 2);
+      std::memcpy(&b, &last[((15 * 8 + h) * 128 + d) * 2], 2);
+      EXPECT_EQ(a, ref::f16_from_double(kv[(0 * 8 + h) * 128 + d]));
+      EXPECT_EQ(b, ref::f16_from_double(kv[(1 * 8 + h) * 128 + d]));
+    }
+  EXPECT_EQ(first[(2 * 8 * 128) * 2], 0xA5);   // token 2 untouched
+}
+
+TEST_F(WriteKvCache, GridFoldsPastTheWorkgroupLimit) {
+  // More tokens than maxComputeWorkGroupCount[0] on lavapipe (65535).
+  auto c = small_case(DType::fp8_e4m3, KvLayout::nhd, DType::f16, DType::i32, 13);
+  c.num_tokens = 70001;
+  c.padding_tokens = 100;
+  c.cache = {.num_blocks = 4400, .block_size = 16, .num_kv_heads = 1, .head_size = 16, .dtype = DType::fp8_e4m3,
+             .k_scale = 0.5f, .v_scale = 0.25f};
+  auto r = tool::run_write_kv_cache(ctx(), c);
+  EXPECT_TRUE(r.pass) << r.failure;
+}
+
+TEST(WriteKvCacheBinding, DescriptorSetsWhenPushDescriptorsAreOff) {
+  auto opts = test_options();
+  opts.disable_push_descriptors = true;
+  Context ctx(opts);
+  auto r = tool::run_write_kv_cache(ctx, small_case(DType::bf16, KvLayout::hnd, DType::f32, DType::i64, 21));
+  EXPECT_TRUE(r.pass) << r.failure;
+  for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << m;
+}
+
+// ---- bad input ----
+
+class WriteKvCacheBadInput : public VkTest {
+ protected:
+  void SetUp() override {
+    VkTest::SetUp();
+    cache_ = std::make_unique<PagedKvCache>(ctx(), KvCacheConfig{.num_blocks = 4, .block_size = 16, .num_kv_heads = 2, .head_size = 64});
+    kb_ = Buffer(ctx(), 3 * 2 * 64 * 2);
+    sb_ = Buffer(ctx(), 3 * 8);
+    std::vector<uint16_t> ones(3 * 2 * 64, 0x3C00);
+    kb_.upload(ones.data(), ones.size() * 2);
+  }
+  void TearDown() override {
+    cache_.reset();
+    kb_ = Buffer();
+    sb_ = Buffer();
+    VkTest::TearDown();
+  }
+  TensorView kv(std::vector<int64_t> shape, DType t = DType::f16) { return TensorView::contiguous(kb_, t, std::move(shape)); }
+  TensorView slots(int64_t n = 3, DType t = DType::i64) { return TensorView::contiguous(sb_, t, {n}); }
+  std::unique_ptr<PagedKvCache> cache_;
+  Buffer kb_, sb_;
+};
+
+TEST_F(WriteKvCacheBadInput, WrongShape) {
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, kv({3, 2, 32}), kv({3, 2, 64}), slots()), "key has shape [3, 2, 32]",
+                      "expected [*, 2, 64]", "head_size");
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}), slots(2)), "slot_mapping has shape [2]",
+                      "expected [3]");
+}
+
+TEST_F(WriteKvCacheBadInput, DtypeMismatch) {
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}, DType::bf16), slots()),
+                      "value has dtype bf16, expected f16");
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}), slots(3, DType::f32)),
+                      "slot_mapping has dtype f32, expected i64, i32");
+}
+
+TEST_F(WriteKvCacheBadInput, BufferTooSmallForTheView) {
+  Buffer small(ctx(), 100);
+  auto v = TensorView::contiguous(small, DType::f16, {3, 2, 64});
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, v, v, slots()), "key", "needs 768 bytes", "holds 100");
+}
+
+TEST_F(WriteKvCacheBadInput, SlotBeyondTheCacheIsReportedAndNothingIsWrittenOutOfBounds) {
+  cache_->fill(0x11111111u);
+  std::vector<int64_t> s = {5, 64, -1};   // 64 = 4 blocks * 16: one past the end
+  sb_.upload(s.data(), 24);
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}), slots()), "slot_mapping[1] = 64",
+                      "beyond the cache", "64 slots");
+  // Token 0 was still written; the context is usable afterwards.
+  auto b = cache_->read_blocks(KvPart::key, 0, 1);
+  uint16_t h;
+  std::memcpy(&h, &b[(5 * 2 * 64) * 2], 2);
+  EXPECT_EQ(h, 0x3C00);
+  s = {1, 2, 3};
+  sb_.upload(s.data(), 24);
+  EXPECT_NO_THROW(write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}), slots()));
+}
+
+TEST_F(WriteKvCacheBadInput, RecordedOpsReportThroughCheckDeviceStatus) {
+  std::vector<int64_t> s = {0, 1, int64_t(1) << 40};
+  sb_.upload(s.data(), 24);
+  ctx().submit_and_wait([&](VkCommandBuffer) {});   // nothing pending
+  EXPECT_VKATTN_ERROR(ctx().submit_and_wait([&](VkCommandBuffer cmd) {
+                        write_kv_cache(ctx(), *cache_, kv({3, 2, 64}), kv({3, 2, 64}), slots(), cmd);
+                      }),
+                      "slot_mapping[2] = 1099511627776");
+  EXPECT_NO_THROW(ctx().check_device_status());   // cleared once reported
+}
+
+TEST_F(WriteKvCacheBadInput, UnsupportedCacheConfigurations) {
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), {.num_blocks = 4, .block_size = 16, .num_kv_heads = 2, .head_size = 100}),
+                      "head_size = 100", "multiple of 16 from 16 to 256");
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), {.num_blocks = 4, .block_size = 0, .num_kv_heads = 2, .head_size = 64}),
+                      "block_size = 0");
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), {.num_blocks = 4, .block_size = 16, .num_kv_heads = 2, .head_size = 64, .dtype = DType::f32}),
+                      "dtype = f32", "f16, bf16, fp8_e4m3 or fp8_e5m2");
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), {.num_blocks = 4, .block_size = 16, .num_kv_heads = 2, .head_size = 64,
+                                           .dtype = DType::fp8_e4m3, .k_scale = 0.0f}),
+                      "k_scale", "finite value > 0");
+}
+
+}  // namespace
+}  // namespace vkattn::test

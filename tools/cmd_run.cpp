@@ -1,0 +1,58 @@
+#include <vkattn/vkattn.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+#include "runners/write_kv_cache_runner.hpp"
+
+namespace vkattn::tool {
+
+namespace {
+
+int report(const Context& ctx, const RunResult& r) {
+  std::printf("%s\n", r.summary.c_str());
+  std::printf("device %s, path %s\n", ctx.capabilities().device_name.c_str(),
+              std::string(path_name(ctx.path_for("write_kv_cache"))).c_str());
+  std::printf("max abs error %.3g, max rel error %.3g\n", r.max_abs_err, r.max_rel_err);
+  std::printf("tolerance: %s\n", r.tolerance.c_str());
+  if (r.gpu_us > 0)
+    std::printf("time %.2f us (median GPU time), %.1f GB/s\n", r.gpu_us, r.bytes / (r.gpu_us * 1e3));
+  else
+    std::printf("time: not measured (no timestamp queries on this queue)\n");
+  std::printf("%s%s%s\n", r.pass ? "PASS" : "FAIL", r.pass ? "" : ": ", r.failure.c_str());
+  return r.pass ? 0 : 1;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  const std::vector<std::string> ops = {"write-kv-cache"};
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: vkattn run OP [flags]\nops: write-kv-cache\n`vkattn run OP --help` lists the op's flags.\n";
+    return args.empty() ? 2 : 0;
+  }
+  const std::string op = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (op == "write-kv-cache") {
+    cli::Flags f("vkattn run write-kv-cache", "Scatter random K/V tokens into a poisoned paged cache and verify every byte");
+    DeviceFlags dev(f);
+    WriteKvCacheFlags wf(f);
+    f.parse(rest);
+    if (f.help_requested()) { std::cout << f.help(); return 0; }
+    Context ctx(dev.options());
+    int rc = report(ctx, run_write_kv_cache(ctx, wf.apply()));
+    for (const auto& m : ctx.validation_messages()) std::fprintf(stderr, "validation error: %s\n", m.c_str());
+    return ctx.validation_messages().empty() ? rc : 1;
+  }
+  std::string hint;
+  if (auto near = cli::nearest(op, ops)) hint = " (did you mean '" + *near + "'?)";
+  throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: write-kv-cache");
+}
+
+int cmd_bench(const std::vector<std::string>& args) {
+  (void)args;
+  throw cli::UsageError("no benchmark suites yet");
+}
+
+}  // namespace vkattn::tool

@@ -1,0 +1,52 @@
+// vkattn: the standalone command. `info` prints the capability report, `run OP`
+// runs one op on random data and verifies it against the float64 reference,
+// `bench SUITE` measures a sweep of cases against the device's ceilings.
+#include <vkattn/vkattn.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/flags.hpp"
+#include "commands.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: vkattn <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  info                 device capabilities and the path each kernel runs on (--json for JSON)\n"
+    "  run OP               run one op on random data, verify against the float64 reference, time it\n"
+    "                       ops: write-kv-cache\n"
+    "  bench SUITE          run a benchmark sweep (suites: ceilings)\n"
+    "\n"
+    "`vkattn <command> --help` lists a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "info") return vkattn::tool::cmd_info(args);
+    if (command == "run") return vkattn::tool::cmd_run(args);
+    if (command == "bench") return vkattn::tool::cmd_bench(args);
+    std::string hint;
+    if (auto near = vkattn::cli::nearest(command, {"info", "run", "bench"})) hint = " (did you mean '" + *near + "'?)";
+    std::fprintf(stderr, "vkattn: unknown command '%s'%s\n\n%s", command.c_str(), hint.c_str(), kUsage);
+    return 2;
+  } catch (const vkattn::cli::UsageError& e) {
+    std::fprintf(stderr, "vkattn %s: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vkattn %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}
