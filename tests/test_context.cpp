@@ -49,6 +49,7 @@ TEST_F(ContextTest, BestPathIsChosenFromTheDevice) {
 }
 
 TEST_F(ContextTest, ForcingAMissingPathSaysWhatIsMissing) {
+  ScopedUnsetEnv no_env_path("VKATTN_PATH");
   const auto& c = ctx().capabilities();
   for (Path p : {Path::coopmat, Path::coopmat2}) {
     if (std::find(c.paths.begin(), c.paths.end(), p) != c.paths.end()) continue;
@@ -64,6 +65,7 @@ TEST_F(ContextTest, ForcingAMissingPathSaysWhatIsMissing) {
 }
 
 TEST(ContextEnvironment, VariablesOverrideOptions) {
+  ScopedUnsetEnv keep_path("VKATTN_PATH"), keep_device("VKATTN_DEVICE");
   setenv("VKATTN_PATH", "scalar", 1);
   setenv("VKATTN_DEVICE", "0", 1);
   auto o = ContextOptions{}.with_environment();
@@ -84,6 +86,7 @@ TEST(ContextDevice, AnIndexOutOfRangeListsTheDevices) {
 }
 
 TEST_F(ContextTest, AdoptedDeviceIsUsedAndNeverDestroyed) {
+  ScopedUnsetEnv no_env_path("VKATTN_PATH");
   auto exts = std::vector<std::string>{};   // nothing declared: only the scalar path may be chosen
   {
     Context adopted = Context::adopt({ctx().instance(), ctx().physical_device(), ctx().device(), ctx().queue(),

@@ -19,6 +19,22 @@ inline ContextOptions test_options() {
   return o;
 }
 
+// Unsets an environment variable for a scope (tests that set options the
+// environment would override, e.g. when the suite runs with VKATTN_PATH set).
+class ScopedUnsetEnv {
+ public:
+  explicit ScopedUnsetEnv(const char* name) : name_(name) {
+    if (const char* v = std::getenv(name)) { had_ = true; value_ = v; }
+    unsetenv(name);
+  }
+  ~ScopedUnsetEnv() { if (had_) setenv(name_, value_.c_str(), 1); }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string value_;
+};
+
 class VkTest : public ::testing::Test {
  protected:
   void SetUp() override { ctx_ = std::make_unique<Context>(test_options()); }
