@@ -1,12 +1,15 @@
 #version 460
-// write_kv_cache (vLLM's reshape_and_cache): one workgroup per token; its
-// invocations stride over the token's num_kv_heads * head_size elements of K
-// and V, convert them to the cache dtype and store them into the token's slot.
+// write_kv_cache (vLLM's reshape_and_cache): one workgroup per token. Each
+// invocation takes 8 consecutive elements of one head (head_size is a multiple
+// of 16), loads them as 16-byte words when the inputs allow, converts them to
+// the cache dtype and stores them with one 16-byte (f16/bf16) or 8-byte (fp8)
+// store wherever the layout keeps them contiguous (every layout but split V).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
 
 #include "abi/write_kv_cache.h"
 #include "grid.glsl"
@@ -16,27 +19,74 @@
 
 layout(local_size_x_id = 7) in;
 
-// Inputs are bound once per element width; the dtype spec constant picks one.
+// Inputs are bound once per access width; spec constants pick one.
 layout(set = 0, binding = 1, std430) readonly buffer Key16 { uint16_t key16[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Key32 { float key32[]; };
+layout(set = 0, binding = 1, std430) readonly buffer KeyVec { uvec4 key_vec[]; };
 layout(set = 0, binding = 2, std430) readonly buffer Value16 { uint16_t value16[]; };
 layout(set = 0, binding = 2, std430) readonly buffer Value32 { float value32[]; };
+layout(set = 0, binding = 2, std430) readonly buffer ValueVec { uvec4 value_vec[]; };
 layout(set = 0, binding = 3, std430) readonly buffer Slots { int slot_words[]; };
 
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Cache16x8 { uvec4 v; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Cache8x8 { uvec2 v; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Cache16 { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer Cache8 { uint8_t v; };
 
-float load_input(bool is_value, uint index) {
-  if (WKV_INPUT_DTYPE == DTYPE_F32) return is_value ? value32[index] : key32[index];
-  uint bits = uint(is_value ? value16[index] : key16[index]);
-  return WKV_INPUT_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits);
+const bool FP8_CACHE = WKV_CACHE_DTYPE == DTYPE_FP8_E4M3 || WKV_CACHE_DTYPE == DTYPE_FP8_E5M2;
+const uint ESIZE = FP8_CACHE ? 1u : 2u;
+
+float half_word(uint bits) { return WKV_INPUT_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits); }
+
+// Eight consecutive input elements starting at `index` (a multiple of 8 when vectorized).
+void load8(bool is_value, uint index, out float x[8]) {
+  if (WKV_VECTOR_LOADS != 0u) {
+    if (WKV_INPUT_DTYPE == DTYPE_F32) {
+      [[unroll]] for (uint w = 0; w < 2u; ++w) {
+        uvec4 q = is_value ? value_vec[index / 4u + w] : key_vec[index / 4u + w];
+        [[unroll]] for (uint i = 0; i < 4u; ++i) x[w * 4u + i] = uintBitsToFloat(q[i]);
+      }
+    } else {
+      uvec4 q = is_value ? value_vec[index / 8u] : key_vec[index / 8u];
+      [[unroll]] for (uint i = 0; i < 4u; ++i) {
+        x[2u * i] = half_word(q[i] & 0xFFFFu);
+        x[2u * i + 1u] = half_word(q[i] >> 16);
+      }
+    }
+    return;
+  }
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    if (WKV_INPUT_DTYPE == DTYPE_F32) x[i] = is_value ? value32[index + i] : key32[index + i];
+    else x[i] = half_word(uint(is_value ? value16[index + i] : key16[index + i]));
+  }
 }
 
-void store_cache(uint64_t address, float x) {
-  if (WKV_CACHE_DTYPE == DTYPE_F16) Cache16(address).v = uint16_t(vka_f32_to_f16(x));
-  else if (WKV_CACHE_DTYPE == DTYPE_BF16) Cache16(address).v = uint16_t(vka_f32_to_bf16(x));
-  else if (WKV_CACHE_DTYPE == DTYPE_FP8_E4M3) Cache8(address).v = uint8_t(vka_f32_to_e4m3(x));
-  else Cache8(address).v = uint8_t(vka_f32_to_e5m2(x));
+uint encode(float x) {
+  if (WKV_CACHE_DTYPE == DTYPE_F16) return vka_f32_to_f16(x);
+  if (WKV_CACHE_DTYPE == DTYPE_BF16) return vka_f32_to_bf16(x);
+  if (WKV_CACHE_DTYPE == DTYPE_FP8_E4M3) return vka_f32_to_e4m3(x);
+  return vka_f32_to_e5m2(x);
+}
+
+// Stores 8 encoded elements; `contiguous`: element i lives at `address + i * ESIZE`,
+// otherwise at `address + i * stride_bytes`.
+void store8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint code[8]) {
+  if (contiguous) {
+    if (FP8_CACHE) {
+      uvec2 w = uvec2(0);
+      [[unroll]] for (uint i = 0; i < 8u; ++i) w[i / 4u] |= code[i] << (8u * (i % 4u));
+      Cache8x8(address).v = w;
+    } else {
+      uvec4 w;
+      [[unroll]] for (uint i = 0; i < 4u; ++i) w[i] = code[2u * i] | (code[2u * i + 1u] << 16);
+      Cache16x8(address).v = w;
+    }
+    return;
+  }
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    if (FP8_CACHE) Cache8(address + i * stride_bytes).v = uint8_t(code[i]);
+    else Cache16(address + i * stride_bytes).v = uint16_t(code[i]);
+  }
 }
 
 void main() {
@@ -52,33 +102,36 @@ void main() {
     slot_hi = slot_lo < 0 ? -1 : 0;
   }
   if (slot_hi < 0) return;   // padding
-  const uint num_slots_lo = pc.num_blocks * WKV_BLOCK_SIZE;   // < 2^32: checked on the host
-  if (slot_hi != 0 || uint(slot_lo) >= num_slots_lo) {
+  const uint num_slots = pc.num_blocks * WKV_BLOCK_SIZE;   // < 2^31: checked on the host
+  if (slot_hi != 0 || uint(slot_lo) >= num_slots) {
     if (gl_LocalInvocationIndex == 0u) vka_report(STATUS_SLOT_OUT_OF_RANGE, token, uint(slot_lo), uint(slot_hi));
     return;
   }
-  const uint slot = uint(slot_lo);
-  const uint block = slot / WKV_BLOCK_SIZE;
-  const uint t = slot % WKV_BLOCK_SIZE;
+  const uint block = uint(slot_lo) / WKV_BLOCK_SIZE;
+  const uint t = uint(slot_lo) % WKV_BLOCK_SIZE;
 
-  const uint esize = (WKV_CACHE_DTYPE == DTYPE_F16 || WKV_CACHE_DTYPE == DTYPE_BF16) ? 2u : 1u;
-  const uint x = 16u / esize;
-  const uint64_t block_bytes = uint64_t(WKV_BLOCK_SIZE) * WKV_NUM_KV_HEADS * WKV_HEAD_SIZE * esize;
+  const uint x = 16u / ESIZE;
+  const uint64_t block_bytes = uint64_t(WKV_BLOCK_SIZE) * WKV_NUM_KV_HEADS * WKV_HEAD_SIZE * ESIZE;
   const uint64_t k_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, block_bytes, false, block);
   const uint64_t v_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, block_bytes, true, block);
+  // Only the split layout's V places consecutive dims apart (block_size elements).
+  const bool v_contiguous = WKV_LAYOUT != KV_LAYOUT_SPLIT;
+  const uint64_t v_stride = uint64_t(WKV_BLOCK_SIZE) * ESIZE;
 
-  for (uint i = gl_LocalInvocationIndex; i < WKV_NUM_KV_HEADS * WKV_HEAD_SIZE; i += WKV_WORKGROUP_SIZE) {
-    const uint h = i / WKV_HEAD_SIZE;
-    const uint d = i % WKV_HEAD_SIZE;
-    float k = load_input(false, pc.key_offset + token * pc.key_token_stride + h * pc.key_head_stride + d);
-    float v = load_input(true, pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d);
-    if (WKV_CACHE_DTYPE == DTYPE_FP8_E4M3 || WKV_CACHE_DTYPE == DTYPE_FP8_E5M2) {
-      k *= pc.k_inv_scale;
-      v *= pc.v_inv_scale;
+  for (uint i = gl_LocalInvocationIndex; i < WKV_NUM_KV_HEADS * WKV_HEAD_SIZE / 8u; i += WKV_WORKGROUP_SIZE) {
+    const uint h = (i * 8u) / WKV_HEAD_SIZE;
+    const uint d = (i * 8u) % WKV_HEAD_SIZE;
+    float k[8], v[8];
+    load8(false, pc.key_offset + token * pc.key_token_stride + h * pc.key_head_stride + d, k);
+    load8(true, pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d, v);
+    uint kc[8], vc[8];
+    [[unroll]] for (uint j = 0; j < 8u; ++j) {
+      kc[j] = encode(FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
+      vc[j] = encode(FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
     }
     uint ke = vka_kv_element_in_block(WKV_LAYOUT, false, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
     uint ve = vka_kv_element_in_block(WKV_LAYOUT, true, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
-    store_cache(k_block + uint64_t(ke) * esize, k);
-    store_cache(v_block + uint64_t(ve) * esize, v);
+    store8(k_block + uint64_t(ke) * ESIZE, true, 0, kc);
+    store8(v_block + uint64_t(ve) * ESIZE, v_contiguous, v_stride, vc);
   }
 }

@@ -70,6 +70,22 @@ TEST_F(WriteKvCache, BlockSizeThatIsNotAPowerOfTwo) {
   }
 }
 
+TEST_F(WriteKvCache, StridedAndUnalignedInputs) {
+  // Row padding and a view offset that break 16-byte alignment: element-wise loads.
+  for (DType in : {DType::f16, DType::f32}) {
+    auto c = small_case(DType::fp8_e5m2, KvLayout::split, in, DType::i64, 17);
+    c.row_padding = 3;
+    c.view_offset = 5;
+    auto r = tool::run_write_kv_cache(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+    c.row_padding = 8;   // aligned again, but not contiguous: vector loads with a stride
+    c.view_offset = 16;
+    c.cache.dtype = DType::bf16;
+    r = tool::run_write_kv_cache(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  }
+}
+
 TEST_F(WriteKvCache, SaturatesOutOfRangeValues) {
   // Inputs far beyond fp8 range after scaling: must clamp to +-max finite, never inf or NaN.
   for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2, DType::f16}) {

@@ -50,9 +50,4 @@ int cmd_run(const std::vector<std::string>& args) {
   throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: write-kv-cache");
 }
 
-int cmd_bench(const std::vector<std::string>& args) {
-  (void)args;
-  throw cli::UsageError("no benchmark suites yet");
-}
-
 }  // namespace vkattn::tool

@@ -20,7 +20,8 @@ const char* kUsage =
     "  info                 device capabilities and the path each kernel runs on (--json for JSON)\n"
     "  run OP               run one op on random data, verify against the float64 reference, time it\n"
     "                       ops: write-kv-cache\n"
-    "  bench SUITE          run a benchmark sweep (suites: ceilings)\n"
+    "  bench SUITE          time a sweep of cases against the device's ceilings\n"
+    "                       suites: ceilings, write-kv-cache\n"
     "\n"
     "`vkattn <command> --help` lists a command's flags.\n";
 

@@ -1,5 +1,6 @@
 // vkattn: attention kernels for Vulkan. Include this for the whole API.
 #pragma once
+#include <vkattn/bench_kernels.hpp>
 #include <vkattn/block_allocator.hpp>
 #include <vkattn/buffer.hpp>
 #include <vkattn/capabilities.hpp>

@@ -34,7 +34,6 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
   BoundView k = bind_view(impl, key, kOp, "key");
   BoundView v = bind_view(impl, value, kOp, "value");
   BoundView s = bind_view(impl, slot_mapping, kOp, "slot_mapping");
-
   abi::WriteKvCacheSpec spec;
   spec.WKV_NUM_KV_HEADS = c.num_kv_heads;
   spec.WKV_HEAD_SIZE = c.head_size;
@@ -43,7 +42,14 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
   spec.WKV_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
   spec.WKV_INPUT_DTYPE = static_cast<uint32_t>(key.dtype);
   spec.WKV_SLOT_DTYPE = static_cast<uint32_t>(slot_mapping.dtype);
-  spec.WKV_WORKGROUP_SIZE = c.num_kv_heads * c.head_size >= 128 ? 128 : 64;
+  const uint32_t groups = c.num_kv_heads * c.head_size / 8;   // invocations' worth of work per token
+  spec.WKV_WORKGROUP_SIZE = groups >= 128 ? 128 : groups >= 64 ? 64 : 32;
+  // 16-byte loads need every row of 8 elements to start on a 16-byte word of the binding.
+  const uint32_t vec_elems = 16 / static_cast<uint32_t>(dtype_size(key.dtype));
+  auto aligned = [&](const BoundView& b, const TensorView& t) {
+    return b.element_offset % vec_elems == 0 && t.stride(0) % vec_elems == 0 && t.stride(1) % vec_elems == 0;
+  };
+  spec.WKV_VECTOR_LOADS = aligned(k, key) && aligned(v, value) ? 1 : 0;
   const Pipeline& p = impl.pipelines->get({kOp, ctx.path_for(kOp), spec_words(spec), 4, sizeof(WriteKvCachePush)});
 
   Grid grid = fold_grid(impl, static_cast<uint64_t>(n), kOp);

@@ -22,6 +22,11 @@ struct WriteKvCacheCase {
   double amplitude = 4.0;        // inputs uniform in [-amplitude, amplitude]
   uint64_t seed = 1;
   uint32_t timing_repetitions = 20;
+  // Inputs as strided views: each token row padded by this many elements, and
+  // the view starting this many elements into its buffer (exercises the
+  // kernel's unaligned, element-wise loads).
+  uint32_t row_padding = 0;
+  uint32_t view_offset = 0;
 };
 
 // Registers the case's flags on `flags`; call apply() after parsing.

@@ -4,6 +4,8 @@
 #include "common.h"
 
 // Specialization constants: everything that changes code shape.
+// WKV_VECTOR_LOADS: the inputs' offsets and strides are multiples of 8
+// elements (and 16 bytes), so 8 elements load as whole 16-byte words.
 #define WRITE_KV_CACHE_SPEC(X)   \
   X(0, WKV_NUM_KV_HEADS, 1)      \
   X(1, WKV_HEAD_SIZE, 128)       \
@@ -12,7 +14,8 @@
   X(4, WKV_CACHE_DTYPE, 0)       \
   X(5, WKV_INPUT_DTYPE, 0)       \
   X(6, WKV_SLOT_DTYPE, 6)        \
-  X(7, WKV_WORKGROUP_SIZE, 128)
+  X(7, WKV_WORKGROUP_SIZE, 128)  \
+  X(8, WKV_VECTOR_LOADS, 0)
 
 // Push constants: per-call sizes, offsets (in elements) and strides.
 #define WRITE_KV_CACHE_PUSH(X)             \

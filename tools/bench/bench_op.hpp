@@ -1,0 +1,43 @@
+// A benchmark case: what to record, how to check it, and what it must move.
+#pragma once
+#include <vkattn/context.hpp>
+
+#include <functional>
+#include <string>
+
+#include "report/bench_report.hpp"
+
+namespace vkattn::tool {
+
+struct Verification {
+  bool pass = false;
+  double max_abs_err = 0, max_rel_err = 0;
+  std::string failure;
+};
+
+struct BenchOp {
+  report::BenchCase info;   // name, params, bytes, flops, bound (samples filled by measure())
+  // Records one repetition; `rep` selects which rotating copy of the inputs to use.
+  std::function<void(VkCommandBuffer, uint32_t rep)> record;
+  // Runs the op once at a size the float64 reference checks quickly.
+  std::function<Verification()> verify;
+};
+
+struct MeasureOptions {
+  uint32_t repeat = 30;        // at least this many timed repetitions
+  double min_time_s = 0.05;    // and at least this much GPU time in total
+  uint32_t warmup = 3;
+  uint32_t max_repeat = 5000;
+};
+
+// Verifies the op (a failed check throws: a benchmark of a wrong kernel is an
+// error, not a number), warms up, then times repetitions into info.samples_us.
+void measure(Context& ctx, BenchOp& op, const MeasureOptions& options);
+
+// Inputs smaller than this are rotated among copies so that repetitions are not
+// served from the last-level cache (an H200 has 60 MB of L2).
+inline constexpr uint64_t kRotateBytes = 256ull << 20;
+// How many copies of `bytes` of input make repetitions cache-cold.
+uint32_t rotation_copies(uint64_t bytes);
+
+}  // namespace vkattn::tool

@@ -1,0 +1,149 @@
+#include "bench/ceilings.hpp"
+
+#include <vkattn/vkattn.hpp>
+#include <vkattn_ref/random.hpp>
+#include <vkattn_ref/number_formats.hpp>
+
+#include <cmath>
+#include <memory>
+
+namespace vkattn::tool {
+
+namespace {
+
+// Copy `bytes` (a large, cache-cold buffer); verified on a small copy of random words.
+BenchOp copy_op(Context& ctx, uint64_t bytes) {
+  auto src = std::make_shared<Buffer>(ctx, bytes);
+  auto dst = std::make_shared<Buffer>(ctx, bytes);
+  src->fill(0x3C003C00u);
+  BenchOp op;
+  op.info.name = "copy " + std::to_string(bytes >> 20) + " MiB";
+  op.info.params = {{"bytes", std::to_string(bytes)}};
+  op.info.bytes = 2.0 * double(bytes);   // read + written
+  op.info.bound = "memory";
+  op.record = [&ctx, src, dst, bytes](VkCommandBuffer cmd, uint32_t) { bench::copy(ctx, *src, *dst, bytes, cmd); };
+  op.verify = [&ctx]() {
+    const uint64_t n = (1u << 20) + 48;   // 1 MiB plus a partial workgroup
+    std::vector<uint32_t> words(n / 4);
+    ref::Rng rng(42);
+    for (auto& w : words) w = static_cast<uint32_t>(rng.next());
+    Buffer s(ctx, n), d(ctx, n + 64);
+    s.upload(words.data(), n);
+    d.fill(0xFFFFFFFFu);
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) { bench::copy(ctx, s, d, n, cmd); });
+    auto got = d.download_as<uint32_t>((n + 64) / 4);
+    Verification v;
+    v.pass = std::equal(words.begin(), words.end(), got.begin()) && got.back() == 0xFFFFFFFFu;
+    if (!v.pass) v.failure = "the copied words differ from the source, or the copy wrote past its end";
+    return v;
+  };
+  return op;
+}
+
+// Random A, B with entries in {-1, 0, 1}; the expected C of `iterations` multiply-adds.
+BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterations) {
+  const auto layout = bench::matmul_peak_layout(ctx, path);
+  auto make_inputs = [layout, path](ref::Rng& rng, std::vector<uint16_t>& a, std::vector<uint16_t>& b) {
+    a.resize(layout.a_elems);
+    b.resize(layout.b_elems);
+    if (path == Path::scalar) {
+      // x * y = 1 in every lane: (1, 2, 0.5, 4) * (1, 0.5, 2, 0.25)
+      const double x[4] = {1, 2, 0.5, 4}, y[4] = {1, 0.5, 2, 0.25};
+      for (int i = 0; i < 4; ++i) { a[i] = ref::f16_from_double(x[i]); b[i] = ref::f16_from_double(y[i]); }
+      return;
+    }
+    for (auto& v : a) v = ref::f16_from_double(double(int(rng.below(3)) - 1));
+    for (auto& v : b) v = ref::f16_from_double(double(int(rng.below(3)) - 1));
+  };
+  auto ab = std::make_shared<std::pair<Buffer, Buffer>>(Buffer(ctx, layout.a_elems * 2), Buffer(ctx, layout.b_elems * 2));
+  {
+    ref::Rng rng(7);
+    std::vector<uint16_t> a, b;
+    make_inputs(rng, a, b);
+    ab->first.upload(a.data(), a.size() * 2);
+    ab->second.upload(b.data(), b.size() * 2);
+  }
+  auto c = std::make_shared<Buffer>(ctx, layout.c_elems_per_workgroup * 4 * workgroups);
+  BenchOp op;
+  op.info.name = std::string("f16 matrix peak (") + std::string(path_name(path)) + ")";
+  op.info.params = {{"path", std::string(path_name(path))}, {"dtype", "f16"}, {"workgroups", std::to_string(workgroups)},
+                    {"iterations", std::to_string(iterations)}};
+  op.info.flops = layout.flops_per_workgroup_iteration * workgroups * iterations;
+  op.info.bound = "compute";
+  op.record = [&ctx, path, ab, c, workgroups, iterations](VkCommandBuffer cmd, uint32_t) {
+    bench::matmul_peak(ctx, path, ab->first, ab->second, *c, workgroups, iterations, cmd);
+  };
+  op.verify = [&ctx, path, layout, make_inputs]() {
+    const uint32_t wgs = 3, iters = std::min<uint32_t>(37, layout.max_exact_iterations);
+    ref::Rng rng(11);
+    std::vector<uint16_t> a, b;
+    make_inputs(rng, a, b);
+    Buffer ba(ctx, a.size() * 2), bb(ctx, b.size() * 2), bc(ctx, layout.c_elems_per_workgroup * 4 * wgs);
+    ba.upload(a.data(), a.size() * 2);
+    bb.upload(b.data(), b.size() * 2);
+    bc.fill(0x7FC00000u);   // NaN poison
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) { bench::matmul_peak(ctx, path, ba, bb, bc, wgs, iters, cmd); });
+    auto got = bc.download_as<float>(layout.c_elems_per_workgroup * wgs);
+    std::vector<double> expect(layout.c_elems_per_workgroup);
+    if (path == Path::scalar) {
+      const double sign[4] = {1, -1, -1, 1};
+      for (size_t i = 0; i < expect.size(); ++i) expect[i] = sign[i % 4] * 4.0 * iters;
+    } else {
+      // One tile: M x N = c_elems / (tiles per workgroup); every tile is A x B (M x K times K x N).
+      const uint32_t K = 16, M = layout.a_elems / K, N = layout.b_elems / K;
+      std::vector<double> tile(size_t(M) * N, 0.0);
+      for (uint32_t i = 0; i < M; ++i)
+        for (uint32_t j = 0; j < N; ++j)
+          for (uint32_t k = 0; k < K; ++k) tile[i * N + j] += ref::f16_to_double(a[i * K + k]) * ref::f16_to_double(b[k * N + j]);
+      for (size_t i = 0; i < expect.size(); ++i) expect[i] = iters * tile[i % tile.size()];
+    }
+    Verification v;
+    v.pass = true;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double e = expect[i % expect.size()];
+      double err = std::fabs(double(got[i]) - e);
+      v.max_abs_err = std::max(v.max_abs_err, std::isnan(got[i]) ? INFINITY : err);
+      if (!(err == 0.0) && v.pass) {   // integers throughout: exact
+        v.pass = false;
+        v.failure = "c[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", expected " + std::to_string(e);
+      }
+    }
+    return v;
+  };
+  return op;
+}
+
+}  // namespace
+
+std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick) {
+  const auto& caps = ctx.capabilities();
+  const bool cpu = caps.device_type == "CPU";
+  const uint32_t sms = caps.multiprocessor_count ? caps.multiprocessor_count : 8;
+  uint64_t copy_bytes = cpu || quick ? (32ull << 20) : (1ull << 30);
+  copy_bytes = std::min<uint64_t>(copy_bytes, caps.max_storage_buffer_range & ~uint64_t(0xFFFF));
+  std::vector<BenchOp> ops;
+  ops.push_back(copy_op(ctx, copy_bytes));
+  const Path path = ctx.path_for("bench_matmul_peak");
+  const auto layout = bench::matmul_peak_layout(ctx, path);
+  // Enough workgroups to fill every multiprocessor several times; enough
+  // iterations that each launch runs for about a millisecond on a big GPU.
+  uint32_t workgroups = cpu || quick ? 16 : sms * (path == Path::scalar ? 16 : 8);
+  uint32_t iterations = path == Path::scalar ? layout.max_exact_iterations : (cpu || quick ? 64 : 2048);
+  ops.push_back(matmul_op(ctx, path, workgroups, iterations));
+  return ops;
+}
+
+report::Ceilings measure_ceilings(Context& ctx, const MeasureOptions& options, std::vector<report::BenchCase>* cases) {
+  auto ops = ceiling_ops(ctx, false);
+  report::Ceilings c;
+  for (auto& op : ops) {
+    measure(ctx, op, options);
+    auto s = report::stats_of(op.info, c);
+    if (op.info.bound == "memory") c.copy_gbps = s.gbps;
+    else { c.f16_tflops = s.tflops; c.matrix_path = op.info.params["path"]; }
+    if (cases) cases->push_back(op.info);
+  }
+  return c;
+}
+
+}  // namespace vkattn::tool

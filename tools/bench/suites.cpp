@@ -1,0 +1,23 @@
+#include "bench/suites.hpp"
+
+#include "bench/ceilings.hpp"
+
+namespace vkattn::tool {
+
+const std::vector<Suite>& suites() {
+  static const std::vector<Suite> all = {
+      {"ceilings", "copy bandwidth and the f16 matrix rate of the best path", "GB/s",
+       [](Context& ctx, bool quick) { return ceiling_ops(ctx, quick); }},
+      {"write-kv-cache", "write_kv_cache: 256..32768 tokens x 8 heads x 128, f16 and fp8 caches", "GB/s",
+       write_kv_cache_cases},
+  };
+  return all;
+}
+
+const Suite* find_suite(const std::string& name) {
+  for (const auto& s : suites())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace vkattn::tool

@@ -1,0 +1,127 @@
+#include <vkattn/vkattn.hpp>
+
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "bench/ceilings.hpp"
+#include "bench/suites.hpp"
+#include "commands.hpp"
+#include "report/bench_report.hpp"
+#include "report/progress.hpp"
+#include "report/svg_plot.hpp"
+
+namespace vkattn::tool {
+
+namespace {
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+template <class Writer>
+void write_file(const std::string& path, Writer&& w) {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write '" + path + "'");
+  w(out);
+  if (!out) throw Error("writing '" + path + "' failed");
+  std::cerr << "wrote " << path << "\n";
+}
+
+std::string suite_list() {
+  std::string s;
+  for (const auto& x : suites()) s += (s.empty() ? "" : ", ") + x.name;
+  return s;
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: vkattn bench SUITE [flags]\nsuites:\n";
+    for (const auto& s : suites()) std::cout << "  " << s.name << std::string(16 - std::min<size_t>(15, s.name.size()), ' ') << s.description << "\n";
+    std::cout << "`vkattn bench SUITE --help` lists the flags.\n";
+    return args.empty() ? 2 : 0;
+  }
+  const Suite* suite = find_suite(args[0]);
+  if (!suite) {
+    std::vector<std::string> names;
+    for (const auto& s : suites()) names.push_back(s.name);
+    std::string hint;
+    if (auto near = cli::nearest(args[0], names)) hint = " (did you mean '" + *near + "'?)";
+    throw cli::UsageError("unknown suite '" + args[0] + "'" + hint + "; suites: " + suite_list());
+  }
+  cli::Flags f("vkattn bench " + suite->name, suite->description);
+  DeviceFlags dev(f);
+  auto& json = f.add_string("json", "", "write every figure to FILE as JSON");
+  auto& csv = f.add_string("csv", "", "write every figure to FILE as CSV");
+  auto& plot = f.add_string("plot", "", "draw the sweep to FILE.svg");
+  auto& filter = f.add_string("filter", "", "only cases whose name matches this regular expression");
+  auto& repeat = f.add_int("repeat", 30, "at least N timed repetitions per case", 1, 100000);
+  auto& min_time = f.add_double("min-time", 0.05, "at least this many seconds of GPU time per case", 0.0, 600.0);
+  auto& quick = f.add_bool("quick", false, "small sizes (CPU devices, smoke tests)");
+  f.parse(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (f.help_requested()) { std::cout << f.help(); return 0; }
+  std::regex re;
+  try {
+    re = std::regex(filter.empty() ? ".*" : filter);
+  } catch (const std::regex_error& e) {
+    throw cli::UsageError("--filter: '" + filter + "' is not a regular expression (" + e.what() + ")");
+  }
+
+  Context ctx(dev.options());
+  MeasureOptions mo;
+  mo.repeat = static_cast<uint32_t>(repeat);
+  mo.min_time_s = min_time;
+
+  report::BenchMeta meta;
+  meta.suite = suite->name;
+  meta.device = ctx.capabilities().device_name;
+  meta.driver = ctx.capabilities().driver_name + " " + ctx.capabilities().driver_info;
+  meta.path = std::string(path_name(ctx.path_for("bench_matmul_peak")));
+  meta.library_version = version_string;
+  meta.timestamp = utc_now();
+
+  std::vector<report::BenchCase> results;
+  // Every suite measures the ceilings in the same run; the ceilings suite is just them.
+  std::vector<BenchOp> ops = suite->cases(ctx, quick);
+  std::vector<BenchOp> ceilings = suite->name == "ceilings" ? std::vector<BenchOp>{} : ceiling_ops(ctx, quick);
+  std::size_t total = ceilings.size();
+  for (auto& op : ops) total += std::regex_search(op.info.name, re) ? 1 : 0;
+  report::Progress progress(total, "bench " + suite->name);
+  auto absorb = [&](const report::BenchCase& c) {
+    auto s = report::stats_of(c, meta.ceilings);
+    if (c.params.count("path") == 0 && c.bound == "memory" && c.name.rfind("copy", 0) == 0) meta.ceilings.copy_gbps = s.gbps;
+    if (c.bound == "compute" && c.name.find("matrix peak") != std::string::npos) {
+      meta.ceilings.f16_tflops = s.tflops;
+      meta.ceilings.matrix_path = c.params.at("path");
+    }
+  };
+  for (auto& op : ceilings) {
+    progress.step(op.info.name);
+    measure(ctx, op, mo);
+    absorb(op.info);
+  }
+  for (auto& op : ops) {
+    if (!std::regex_search(op.info.name, re)) continue;
+    progress.step(op.info.name);
+    measure(ctx, op, mo);
+    if (suite->name == "ceilings") absorb(op.info);
+    results.push_back(op.info);
+  }
+  progress.finish();
+  if (results.empty()) throw cli::UsageError("--filter '" + filter + "' matches no case of suite " + suite->name);
+
+  report::write_table(std::cout, meta, results);
+  if (!json.empty()) write_file(json, [&](std::ostream& o) { report::write_json(o, meta, results); });
+  if (!csv.empty()) write_file(csv, [&](std::ostream& o) { report::write_csv(o, meta, results); });
+  if (!plot.empty()) write_file(plot, [&](std::ostream& o) { report::write_svg(o, meta, results, suite->metric); });
+  for (const auto& m : ctx.validation_messages()) std::cerr << "validation error: " << m << "\n";
+  return ctx.validation_messages().empty() ? 0 : 1;
+}
+
+}  // namespace vkattn::tool
