@@ -77,6 +77,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   MeasureOptions mo;
   mo.repeat = static_cast<uint32_t>(repeat);
   mo.min_time_s = min_time;
+  mo.warmup_time_s = std::min(0.1, min_time * 2);
 
   report::BenchMeta meta;
   meta.suite = suite->name;

@@ -22,7 +22,13 @@ void measure(Context& ctx, BenchOp& op, const MeasureOptions& o) {
   if (!v.pass) throw Error("benchmark case '" + op.info.name + "' failed verification: " + v.failure);
 
   GpuTimer timer(ctx);
-  timer.time_us(op.record, o.warmup);   // pipelines are created here, outside the timing
+  // Pipelines are created in the first warm-up repetition, outside the timing.
+  double warm_us = 0;
+  for (uint32_t done = 0; done < o.warmup || (warm_us < o.warmup_time_s * 1e6 && done < 100000);) {
+    uint32_t n = done < o.warmup ? o.warmup : std::max<uint32_t>(1, std::min<uint32_t>(done, 256));
+    for (double x : timer.time_us(op.record, n)) warm_us += x;
+    done += n;
+  }
   op.info.samples_us.clear();
   double total_us = 0;
   uint32_t batch = std::max<uint32_t>(1, std::min(o.repeat, 64u));
