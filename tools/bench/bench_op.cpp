@@ -3,6 +3,7 @@
 #include <vkattn/error.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "gpu_timer.hpp"
@@ -23,11 +24,25 @@ void measure(Context& ctx, BenchOp& op, const MeasureOptions& o) {
 
   GpuTimer timer(ctx);
   // Pipelines are created in the first warm-up repetition, outside the timing.
-  double warm_us = 0;
-  for (uint32_t done = 0; done < o.warmup || (warm_us < o.warmup_time_s * 1e6 && done < 100000);) {
-    uint32_t n = done < o.warmup ? o.warmup : std::max<uint32_t>(1, std::min<uint32_t>(done, 256));
-    for (double x : timer.time_us(op.record, n)) warm_us += x;
-    done += n;
+  // Then warm up until the GPU is in a steady state: at least warmup_time_s of
+  // work and two consecutive batches whose medians agree within 2%. (Seen on an
+  // H200: after a few seconds of host-side setup, copies ran at 41% of their
+  // speed for well over 0.1 s of renewed load.)
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  double warm_us = 0, previous = -1;
+  for (double x : timer.time_us(op.record, o.warmup)) warm_us += x;
+  const double batch_us = std::max(o.warmup_time_s * 1e6 / 5, 1.0);
+  for (int batches = 0; batches < 1000 && warm_us < o.max_warmup_time_s * 1e6; ++batches) {
+    uint32_t n = static_cast<uint32_t>(std::clamp(batch_us / std::max(warm_us / o.warmup, 0.1), 1.0, 256.0));
+    auto us = timer.time_us(op.record, n);
+    for (double x : us) warm_us += x;
+    double m = median(us);
+    bool steady = previous > 0 && std::fabs(m - previous) <= 0.02 * previous;
+    previous = m;
+    if (warm_us >= o.warmup_time_s * 1e6 && steady) break;
   }
   op.info.samples_us.clear();
   double total_us = 0;

@@ -27,7 +27,8 @@ struct MeasureOptions {
   uint32_t repeat = 30;        // at least this many timed repetitions
   double min_time_s = 0.05;    // and at least this much GPU time in total
   uint32_t warmup = 3;           // at least this many untimed repetitions
-  double warmup_time_s = 0.1;    // and this much GPU time: an idle GPU needs ~0.1 s of load to reach its clocks
+  double warmup_time_s = 0.1;    // and this much GPU time, until two batches agree within 2%
+  double max_warmup_time_s = 3;  // but never longer than this
   uint32_t max_repeat = 5000;
 };
 

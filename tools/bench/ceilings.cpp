@@ -7,6 +7,8 @@
 #include <cmath>
 #include <memory>
 
+#include "gpu_timer.hpp"
+
 namespace vkattn::tool {
 
 namespace {
@@ -131,6 +133,22 @@ std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick) {
   uint32_t iterations = path == Path::scalar ? layout.max_exact_iterations : (cpu || quick ? 64 : 2048);
   ops.push_back(matmul_op(ctx, path, workgroups, iterations));
   return ops;
+}
+
+void spin_up(Context& ctx, bool quick) {
+  const Path path = ctx.path_for("bench_matmul_peak");
+  const auto layout = bench::matmul_peak_layout(ctx, path);
+  const auto& caps = ctx.capabilities();
+  const uint32_t wgs = quick || caps.device_type == "CPU" ? 4 : std::max(1u, caps.multiprocessor_count) * 8;
+  const uint32_t iters = std::min<uint32_t>(layout.max_exact_iterations, quick ? 16 : 2048);
+  Buffer a(ctx, layout.a_elems * 2), b(ctx, layout.b_elems * 2), c(ctx, layout.c_elems_per_workgroup * 4 * wgs);
+  a.fill(0);
+  b.fill(0);
+  GpuTimer timer(ctx);
+  double us = 0;
+  for (int i = 0; i < 64 && us < (quick ? 1e3 : 3e5); ++i)
+    for (double x : timer.time_us([&](VkCommandBuffer cmd, uint32_t) { bench::matmul_peak(ctx, path, a, b, c, wgs, iters, cmd); }, 16))
+      us += x;
 }
 
 report::Ceilings measure_ceilings(Context& ctx, const MeasureOptions& options, std::vector<report::BenchCase>* cases) {

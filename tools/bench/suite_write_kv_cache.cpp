@@ -14,8 +14,9 @@ namespace vkattn::tool {
 
 namespace {
 
+// Rotating copies live side by side in one buffer per role (few, large allocations).
 struct WriteInputs {
-  std::vector<Buffer> keys, values, slots;
+  std::unique_ptr<Buffer> keys, values, slots;
   std::unique_ptr<PagedKvCache> cache;
 };
 
@@ -29,18 +30,20 @@ BenchOp write_case(Context& ctx, uint32_t tokens, DType cache_dtype) {
   const uint32_t copies = rotation_copies(2 * in_bytes + 2 * uint64_t(tokens) * H * D * dtype_size(cache_dtype));
   ref::Rng rng(tokens);
   std::vector<double> vals = ref::random_values(rng, size_t(tokens) * H * D, 2.0);
-  std::vector<uint8_t> bytes = ref::encode_values(ref::ElemType::f16, vals);
+  std::vector<uint8_t> one = ref::encode_values(ref::ElemType::f16, vals), all;
+  for (uint32_t c = 0; c < copies; ++c) all.insert(all.end(), one.begin(), one.end());
+  in->keys = std::make_unique<Buffer>(ctx, all.size());
+  in->values = std::make_unique<Buffer>(ctx, all.size());
+  in->keys->upload(all.data(), all.size());
+  in->values->upload(all.data(), all.size());
+  // Each copy writes a different random set of slots, so repetitions are not cache hits.
+  std::vector<int64_t> slots;
   for (uint32_t c = 0; c < copies; ++c) {
-    in->keys.emplace_back(ctx, in_bytes);
-    in->values.emplace_back(ctx, in_bytes);
-    in->keys.back().upload(bytes.data(), bytes.size());
-    in->values.back().upload(bytes.data(), bytes.size());
-    // Each copy writes a different random set of slots, so repetitions are not cache hits.
     auto perm = ref::random_permutation(rng, static_cast<uint32_t>(in->cache->num_slots()));
-    std::vector<int64_t> s(perm.begin(), perm.begin() + tokens);
-    in->slots.emplace_back(ctx, tokens * 8);
-    in->slots.back().upload(s.data(), tokens * 8);
+    slots.insert(slots.end(), perm.begin(), perm.begin() + tokens);
   }
+  in->slots = std::make_unique<Buffer>(ctx, slots.size() * 8);
+  in->slots->upload(slots.data(), slots.size() * 8);
   BenchOp op;
   op.info.name = std::to_string(tokens) + " tokens " + std::string(dtype_name(cache_dtype));
   op.info.params = {{"tokens", std::to_string(tokens)}, {"heads", std::to_string(H)}, {"head_size", std::to_string(D)},
@@ -49,10 +52,10 @@ BenchOp write_case(Context& ctx, uint32_t tokens, DType cache_dtype) {
   op.info.bytes = double(tokens) * H * D * 2 * (2 + dtype_size(cache_dtype)) + tokens * 8.0;
   op.info.bound = "memory";
   op.record = [&ctx, in, tokens, H, D, copies](VkCommandBuffer cmd, uint32_t rep) {
-    const uint32_t c = rep % copies;
-    auto k = TensorView::contiguous(in->keys[c], DType::f16, {tokens, H, D});
-    auto v = TensorView::contiguous(in->values[c], DType::f16, {tokens, H, D});
-    write_kv_cache(ctx, *in->cache, k, v, TensorView::contiguous(in->slots[c], DType::i64, {tokens}), cmd);
+    const uint64_t c = rep % copies;
+    auto k = TensorView::contiguous(*in->keys, DType::f16, {tokens, H, D}, c * tokens * H * D * 2);
+    auto v = TensorView::contiguous(*in->values, DType::f16, {tokens, H, D}, c * tokens * H * D * 2);
+    write_kv_cache(ctx, *in->cache, k, v, TensorView::contiguous(*in->slots, DType::i64, {tokens}, c * tokens * 8), cmd);
   };
   op.verify = [&ctx, cfg, H, D]() {
     WriteKvCacheCase wc;
