@@ -372,7 +372,10 @@ void Context::save_pipeline_cache() const { impl_->pipelines->save_file(); }
 
 Path Context::path_for(std::string_view kernel) const {
   const auto& caps = impl_->caps;
-  if (impl_->options.force_path) return *impl_->options.force_path;
+  // A forced path applies to every kernel that has it (or needs no matrix
+  // unit); a kernel without that path's module runs its scalar one.
+  if (impl_->options.force_path)
+    return find_module(kernel, path_name(*impl_->options.force_path)) ? *impl_->options.force_path : Path::scalar;
   for (Path p : caps.paths)
     if (find_module(kernel, path_name(p))) return p;
   return Path::scalar;
@@ -444,6 +447,10 @@ void Context::check_device_status() {
   if (code == abi::STATUS_OK) return;
   std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
   switch (code) {
+    case abi::STATUS_BLOCK_OUT_OF_RANGE:
+      throw Error("paged_attention: the plan's block table, sequence " + std::to_string(a) + " column " + std::to_string(b) +
+                  ", holds " + std::to_string(static_cast<int32_t>(c)) +
+                  ", not a block of the cache (changed after planning?); block 0 was read instead");
     case abi::STATUS_SLOT_OUT_OF_RANGE: {
       int64_t slot = static_cast<int64_t>((uint64_t(c) << 32) | b);
       throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot) +

@@ -19,6 +19,7 @@
 //   length 0, or every key masked) gives 0, never NaN.
 #pragma once
 #include <vkattn/buffer.hpp>
+#include <vkattn/capabilities.hpp>
 #include <vkattn/dtype.hpp>
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/tensor.hpp>
@@ -80,6 +81,7 @@ class PagedAttentionPlan {
   bool split() const;             // whether the KV range is split into segments
   uint32_t num_segments() const;  // 1 when not split
   uint32_t num_work_items() const;
+  Path path() const;              // the kernel path it runs on (bf16 inputs run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }
 
  private:

@@ -10,5 +10,6 @@
 #include <vkattn/error.hpp>
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/ops.hpp>
+#include <vkattn/paged_attention.hpp>
 #include <vkattn/tensor.hpp>
 #include <vkattn/version.hpp>

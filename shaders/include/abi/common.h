@@ -50,6 +50,7 @@ VKA_CONST(KV_LAYOUT_SPLIT, 2)  // vLLM: K [blocks, heads, head_size/x, block_siz
 // Word 0 holds the code of the first error; words 1..3 its details.
 VKA_CONST(STATUS_OK, 0)
 VKA_CONST(STATUS_SLOT_OUT_OF_RANGE, 1)   // details: token index, slot (low, high word)
+VKA_CONST(STATUS_BLOCK_OUT_OF_RANGE, 2)  // details: sequence, block-table column, entry
 VKA_CONST(STATUS_WORDS, 4)
 
 #ifdef __cplusplus

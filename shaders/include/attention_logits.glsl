@@ -1,0 +1,32 @@
+// What turns q.k into a logit, for every attention variant: the scale (folded
+// into q by the caller), softcap, causal and sliding-window masks, ALiBi and
+// qq_bias. One implementation; the kernels only decide which are on (spec
+// constants). Order as vLLM's unified attention: softcap on the scaled dot
+// product, then masks, then the additive biases.
+#ifndef VKATTN_ATTENTION_LOGITS_GLSL
+#define VKATTN_ATTENTION_LOGITS_GLSL
+#include "online_softmax.glsl"
+
+struct VkaLogitParams {
+  bool has_softcap;
+  float softcap;
+  bool has_window;
+  int window;
+  bool has_alibi;
+  float alibi_slope;
+  int ctx;             // context length of the sequence: keys >= ctx are new tokens
+};
+
+// `s`: scale * q.k; `q_pos`, `k_pos`: absolute positions; `k_end`: keys at or
+// past it do not exist. `qq_bias`: bias for this (query, key) pair, when the key
+// is a new token (0 otherwise; the caller looks it up).
+float vka_logit(float s, VkaLogitParams p, int q_pos, int k_pos, int k_end, float qq_bias) {
+  if (k_pos >= k_end || k_pos > q_pos) return VKA_NEG_INF;
+  if (p.has_window && q_pos - k_pos >= p.window) return VKA_NEG_INF;
+  // tanh through exp overflows to inf/inf for large arguments on some drivers;
+  // |x| >= 10 is +-1 in f32 anyway.
+  if (p.has_softcap) s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+  if (p.has_alibi) s += p.alibi_slope * float(k_pos - p.ctx);
+  return s + qq_bias;
+}
+#endif

@@ -1,0 +1,38 @@
+// Online softmax (FlashAttention): a row's running max m and exp-sum l, and
+// the rescaling of its accumulator when a tile raises the max. Shared by the
+// attention kernels and the split-KV reduce, so every path combines partial
+// results the same way. A row that has seen no key keeps m = -inf, l = 0.
+#ifndef VKATTN_ONLINE_SOFTMAX_GLSL
+#define VKATTN_ONLINE_SOFTMAX_GLSL
+
+#define VKA_NEG_INF uintBitsToFloat(0xFF800000u)
+
+// exp(a - b) that is 0 (not NaN) when both are -inf.
+float vka_exp_diff(float a, float b) { return a == VKA_NEG_INF ? 0.0 : exp(a - b); }
+
+// Folds a tile's max `tile_max` into the running (m, l): returns alpha, the
+// factor that rescales the accumulator and l, and updates m.
+float vka_softmax_rescale(inout float m, inout float l, float tile_max) {
+  float m_new = max(m, tile_max);
+  float alpha = vka_exp_diff(m, m_new);
+  m = m_new;
+  l *= alpha;
+  return alpha;
+}
+
+// Final normaliser with an optional sink logit (one extra term in the
+// denominator, no value): returns the factor that turns the accumulator into
+// the output, and the log-sum-exp. Rows with nothing (l = 0, no sink) give
+// factor 0 and lse -inf.
+void vka_softmax_finish(float m, float l, bool has_sink, float sink, out float out_factor, out float lse) {
+  float mm = has_sink ? max(m, sink) : m;
+  if (mm == VKA_NEG_INF) {
+    out_factor = 0.0;
+    lse = VKA_NEG_INF;
+    return;
+  }
+  float lt = l * vka_exp_diff(m, mm) + (has_sink ? vka_exp_diff(sink, mm) : 0.0);
+  out_factor = lt > 0.0 ? vka_exp_diff(m, mm) / lt : 0.0;
+  lse = lt > 0.0 ? mm + log(lt) : VKA_NEG_INF;
+}
+#endif

@@ -1,0 +1,338 @@
+// paged_attention: planning (checks, work list, split-KV decision, metadata)
+// and dispatch. Kernels: shaders/paged_attention.comp, paged_attention_reduce.comp.
+#include <vkattn/context.hpp>
+#include <vkattn/paged_attention.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "abi/paged_attention.h"
+#include "../context_impl.hpp"
+#include "../dispatch.hpp"
+#include "../op_support.hpp"
+#include "paged_attention_plan.hpp"
+
+namespace vkattn {
+
+using namespace detail;
+
+namespace {
+
+constexpr std::string_view kOp = "paged_attention";
+
+[[noreturn]] void fail(const std::string& what) { throw Error("paged_attention: " + what); }
+
+struct Tile {
+  uint32_t bm, bn, workgroup;
+};
+
+// The path a plan runs on: the context's, except that bf16 inputs take the
+// scalar module (glslang 15 has no bf16 matrices; f16 cannot hold bf16's range).
+Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype) {
+  Path p = ctx.path_for("paged_attention");
+  if (q_dtype == DType::bf16 || cache_dtype == DType::bf16) return Path::scalar;
+  return p;
+}
+
+// Rows per workgroup (bm), keys per tile (bn) and invocations: the largest tile
+// whose shared memory fits the device.
+Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32_t max_rows) {
+  if (path != Path::scalar) {
+    // Matrix tiles are multiples of 16; f16 Q, K/V and P tiles, f32 S and P V.
+    auto bytes = [&](uint32_t bn) {
+      return 2u * (16 + bn) * head_size + 6u * 16 * bn + 4u * 16 * head_size + 64u * 16 + 16u * bn + 64u;
+    };
+    const uint32_t reserved = path == Path::coopmat2 ? caps.coopmat2_reserved_shared_memory : 0;
+    uint32_t bn = bytes(32) + reserved <= caps.max_shared_memory ? 32 : 16;
+    return {16, bn, path == Path::coopmat2 ? 64u : 128u};
+  }
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u;
+  };
+  uint32_t bm = std::clamp<uint32_t>(std::bit_ceil(std::max<uint32_t>(max_rows, 1)), 1, 16);
+  uint32_t bn = head_size <= 128 ? 32 : 16;
+  while (shared_bytes(bm, bn) > caps.max_shared_memory && (bm > 4 || bn > 8)) {
+    if (bn > 16 || (bn > 8 && bm <= 4)) bn /= 2;
+    else bm /= 2;
+  }
+  uint32_t wg = 128;
+  while ((bm * head_size) % wg) wg /= 2;
+  return {bm, bn, wg};
+}
+
+void check_batch(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype, const PagedAttentionBatch& b,
+                 const PagedAttentionOptions& o) {
+  if (num_q_heads == 0 || num_q_heads % c.num_kv_heads)
+    fail("num_q_heads = " + std::to_string(num_q_heads) + " is not divisible by the cache's num_kv_heads = " +
+         std::to_string(c.num_kv_heads) + " (GQA needs a whole number of q heads per kv head)");
+  if (q_dtype != DType::f16 && q_dtype != DType::bf16)
+    fail("q dtype " + std::string(dtype_name(q_dtype)) + " is not supported: expected f16 or bf16");
+  const size_t n = b.seq_lens.size();
+  if (b.query_start_loc.size() != n + 1)
+    fail("query_start_loc has " + std::to_string(b.query_start_loc.size()) + " entries, expected num_seqs + 1 = " + std::to_string(n + 1));
+  if (b.query_start_loc[0] != 0) fail("query_start_loc[0] = " + std::to_string(b.query_start_loc[0]) + ", expected 0");
+  if (b.block_table.size() != n * size_t(b.max_blocks_per_seq))
+    fail("block_table has " + std::to_string(b.block_table.size()) + " entries, expected num_seqs * max_blocks_per_seq = " +
+         std::to_string(n * size_t(b.max_blocks_per_seq)));
+  for (size_t s = 0; s < n; ++s) {
+    const int32_t q0 = b.query_start_loc[s], q1 = b.query_start_loc[s + 1], len = b.seq_lens[s];
+    if (q1 < q0)
+      fail("query_start_loc is decreasing at " + std::to_string(s + 1) + " (" + std::to_string(q0) + " then " + std::to_string(q1) + ")");
+    if (len < 0) fail("seq_lens[" + std::to_string(s) + "] = " + std::to_string(len) + ", expected >= 0");
+    if (len > 0 && q1 - q0 > len)
+      fail("query_len of sequence " + std::to_string(s) + " = " + std::to_string(q1 - q0) + " exceeds seq_lens[" +
+           std::to_string(s) + "] = " + std::to_string(len) + " (the new tokens must already be in the cache)");
+    if (uint64_t(len) > uint64_t(b.max_blocks_per_seq) * c.block_size)
+      fail("seq_lens[" + std::to_string(s) + "] = " + std::to_string(len) + " exceeds the block table: max_blocks_per_seq " +
+           std::to_string(b.max_blocks_per_seq) + " * block_size " + std::to_string(c.block_size) + " = " +
+           std::to_string(uint64_t(b.max_blocks_per_seq) * c.block_size));
+    const uint32_t used = (uint32_t(len) + c.block_size - 1) / c.block_size;
+    for (uint32_t j = 0; j < used; ++j) {
+      const int32_t e = b.block_table[s * b.max_blocks_per_seq + j];
+      if (e < 0 || uint32_t(e) >= c.num_blocks)
+        fail("block_table[" + std::to_string(s) + ", " + std::to_string(j) + "] = " + std::to_string(e) +
+             " is not a block of the cache: expected 0 <= entry < num_blocks = " + std::to_string(c.num_blocks));
+    }
+  }
+  if (!(o.scale > 0) || !std::isfinite(o.scale)) fail("scale = " + std::to_string(o.scale) + ", expected a finite value > 0");
+  if (o.sliding_window < 0) fail("sliding_window = " + std::to_string(o.sliding_window) + ", expected 0 (none) or > 0");
+  if (!(o.softcap >= 0) || !std::isfinite(o.softcap)) fail("softcap = " + std::to_string(o.softcap) + ", expected 0 (none) or > 0");
+  for (auto [name, v] : {std::pair{"alibi_slopes", &o.alibi_slopes}, std::pair{"sinks", &o.sinks}})
+    if (!v->empty() && v->size() != num_q_heads)
+      fail(std::string(name) + " has " + std::to_string(v->size()) + " entries, expected num_q_heads = " + std::to_string(num_q_heads));
+  if (!o.qq_bias.empty() && (o.qq_bias_stride == 0 || o.qq_bias.size() % o.qq_bias_stride))
+    fail("qq_bias has " + std::to_string(o.qq_bias.size()) + " entries, not a whole number of rows of qq_bias_stride = " +
+         std::to_string(o.qq_bias_stride));
+  if (!(o.out_scale > 0) || !std::isfinite(o.out_scale)) fail("out_scale = " + std::to_string(o.out_scale) + ", expected a finite value > 0");
+}
+
+}  // namespace
+
+PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
+                                       const PagedAttentionBatch& batch, const PagedAttentionOptions& options)
+    : data_(std::make_unique<PagedAttentionPlanData>()) {
+  const KvCacheConfig& c = cache.config();
+  check_batch(c, num_q_heads, q_dtype, batch, options);
+  auto& p = *data_;
+  p.ctx = &ctx;
+  p.cache = c;
+  p.num_q_heads = num_q_heads;
+  p.q_dtype = q_dtype;
+  p.options = options;
+  p.num_seqs = static_cast<uint32_t>(batch.seq_lens.size());
+  p.num_tokens = static_cast<uint32_t>(batch.query_start_loc.back());
+  const uint32_t gqa = num_q_heads / c.num_kv_heads;
+  const auto& caps = ctx.capabilities();
+
+  uint32_t max_rows = 0;
+  int64_t max_range = 0;
+  for (uint32_t s = 0; s < p.num_seqs; ++s) {
+    max_rows = std::max<uint32_t>(max_rows, uint32_t(batch.query_start_loc[s + 1] - batch.query_start_loc[s]) * gqa);
+    max_range = std::max<int64_t>(max_range, batch.seq_lens[s]);
+  }
+  p.path = choose_path(ctx, q_dtype, c.dtype);
+  Tile tile = choose_tile(caps, p.path, c.head_size, max_rows);
+  p.bm = tile.bm;
+  p.bn = tile.bn;
+  p.workgroup = tile.workgroup;
+
+  // Work items before splitting: one per row tile and kv head.
+  struct Item { uint32_t seq, kv_head, row_start, row_count; int32_t begin, end; };
+  std::vector<Item> base;
+  for (uint32_t s = 0; s < p.num_seqs; ++s) {
+    const int32_t q_len = batch.query_start_loc[s + 1] - batch.query_start_loc[s];
+    const int32_t len = batch.seq_lens[s], ctx_len = len - q_len;
+    const uint32_t rows = uint32_t(q_len) * gqa;
+    for (uint32_t r0 = 0; r0 < rows; r0 += p.bm) {
+      const uint32_t cnt = std::min(p.bm, rows - r0);
+      const int32_t first = int32_t(r0 / gqa), last = int32_t((r0 + cnt - 1) / gqa);
+      int32_t end = len == 0 ? 0 : std::min(len, ctx_len + last + 1);
+      int32_t begin = options.sliding_window > 0 ? std::max(0, ctx_len + first - options.sliding_window + 1) : 0;
+      begin = std::min(begin, end);   // tiles outside the causal or window range are never visited
+      for (uint32_t g = 0; g < c.num_kv_heads; ++g) base.push_back({s, g, r0, cnt, begin, end});
+    }
+  }
+
+  // Split-KV when the batch alone gives too few workgroups to fill the GPU.
+  const uint32_t sms = caps.multiprocessor_count ? caps.multiprocessor_count : 16;
+  uint32_t segments = 1;
+  if (options.split == SplitKv::on) {
+    segments = options.num_segments ? options.num_segments : std::max<uint32_t>(2, (4 * sms + base.size() - 1) / std::max<size_t>(base.size(), 1));
+  } else if (options.split == SplitKv::automatic && !base.empty() && base.size() < 2 * sms) {
+    const uint32_t by_fill = static_cast<uint32_t>((4 * sms + base.size() - 1) / base.size());
+    const uint32_t by_length = static_cast<uint32_t>(max_range / 256);   // segments of at least 256 keys
+    segments = std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
+  }
+  segments = std::clamp<uint32_t>(segments, 1, 256);
+  // Partial results take num_tokens * num_q_heads * segments * (head_size + 2) floats.
+  const uint64_t per_segment = uint64_t(p.num_tokens) * num_q_heads * (c.head_size + 2) * 4;
+  const uint64_t scratch_limit = std::min<uint64_t>(caps.max_storage_buffer_range, 1ull << 31);
+  if (segments > 1 && per_segment * segments > scratch_limit) {
+    if (options.split == SplitKv::on && options.num_segments)
+      fail("num_segments = " + std::to_string(segments) + " needs " + std::to_string(per_segment * segments) +
+           " bytes of partial results, more than " + std::to_string(scratch_limit) + "; use fewer segments or SplitKv::off");
+    segments = static_cast<uint32_t>(std::max<uint64_t>(1, scratch_limit / per_segment));
+  }
+  p.split = segments > 1 || (options.split == SplitKv::on);
+  p.num_segments = segments;
+
+  std::vector<uint32_t> items;
+  for (const Item& it : base) {
+    const int32_t range = it.end - it.begin;
+    const int32_t seg_len = p.split ? int32_t(((range + segments - 1) / segments + p.bn - 1) / p.bn * p.bn) : range;
+    for (uint32_t j = 0; j < (p.split ? segments : 1u); ++j) {
+      int32_t b = it.begin + int32_t(j) * seg_len, e = std::min(it.end, b + seg_len);
+      if (!p.split) { b = it.begin; e = it.end; }
+      b = std::min(b, e);
+      items.insert(items.end(), {it.seq, it.kv_head, it.row_start, it.row_count, uint32_t(b), uint32_t(e), j, 0u});
+    }
+  }
+  p.num_items = static_cast<uint32_t>(items.size() / abi::PA_ITEM_WORDS);
+
+  // Metadata: header, then query_start_loc, seq_lens, block_table, items, alibi, sinks, qq_bias.
+  abi::PagedAttentionMeta h{};
+  std::vector<uint32_t> w;
+  auto append = [&](const void* data, size_t count) {
+    uint32_t at = static_cast<uint32_t>(w.size());
+    w.resize(w.size() + count);
+    if (count) std::memcpy(&w[at], data, count * 4);
+    return at;
+  };
+  h.num_seqs = p.num_seqs;
+  h.num_tokens = p.num_tokens;
+  h.num_q_heads = num_q_heads;
+  h.max_blocks_per_seq = std::max<uint32_t>(batch.max_blocks_per_seq, 1);
+  h.num_segments = p.num_segments;
+  h.query_start_loc_at = append(batch.query_start_loc.data(), batch.query_start_loc.size());
+  h.seq_lens_at = append(batch.seq_lens.data(), batch.seq_lens.size());
+  h.block_table_at = append(batch.block_table.data(), batch.block_table.size());
+  if (batch.max_blocks_per_seq == 0) append(std::vector<int32_t>(std::max<size_t>(p.num_seqs, 1), 0).data(), std::max<size_t>(p.num_seqs, 1));
+  h.items_at = append(items.data(), items.size());
+  h.alibi_at = append(options.alibi_slopes.data(), options.alibi_slopes.size());
+  h.sinks_at = append(options.sinks.data(), options.sinks.size());
+  h.qq_bias_at = append(options.qq_bias.data(), options.qq_bias.size());
+  h.qq_bias_stride = options.qq_bias_stride;
+  h.qq_bias_rows = options.qq_bias_stride ? static_cast<uint32_t>(options.qq_bias.size() / options.qq_bias_stride) : 0;
+  h.sliding_window = options.sliding_window;
+  h.scale = options.scale;
+  h.softcap = options.softcap;
+  h.k_scale = c.k_scale;
+  h.v_scale = c.v_scale;
+  h.out_inv_scale = static_cast<float>(1.0 / options.out_scale);
+  w.push_back(0);   // never empty
+  std::vector<uint8_t> bytes(sizeof h + w.size() * 4);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  std::memcpy(bytes.data() + sizeof h, w.data(), w.size() * 4);
+  p.meta = Buffer(ctx, bytes.size());
+  p.meta.upload(bytes.data(), bytes.size());
+  p.scratch = Buffer(ctx, p.split ? per_segment * segments : 16);
+  p.dummy = Buffer(ctx, 16);
+}
+
+PagedAttentionPlan::~PagedAttentionPlan() = default;
+PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&&) noexcept = default;
+PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&&) noexcept = default;
+uint32_t PagedAttentionPlan::num_tokens() const { return data_->num_tokens; }
+uint32_t PagedAttentionPlan::num_seqs() const { return data_->num_seqs; }
+uint32_t PagedAttentionPlan::num_q_heads() const { return data_->num_q_heads; }
+uint32_t PagedAttentionPlan::head_size() const { return data_->cache.head_size; }
+bool PagedAttentionPlan::split() const { return data_->split; }
+uint32_t PagedAttentionPlan::num_segments() const { return data_->num_segments; }
+uint32_t PagedAttentionPlan::num_work_items() const { return data_->num_items; }
+Path PagedAttentionPlan::path() const { return data_->path; }
+
+void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const TensorView& q,
+                     const TensorView& out, const std::optional<TensorView>& lse, VkCommandBuffer cmd) {
+  auto& impl = ctx.impl();
+  const auto& p = plan.data();
+  if (p.ctx != &ctx) fail("the plan was made for another Context");
+  const auto& c = cache.config();
+  if (c.num_blocks != p.cache.num_blocks || c.block_size != p.cache.block_size || c.num_kv_heads != p.cache.num_kv_heads ||
+      c.head_size != p.cache.head_size || c.dtype != p.cache.dtype || c.layout != p.cache.layout)
+    fail("the cache differs from the one the plan was made for (blocks, block size, heads, head size, dtype or layout)");
+  const int64_t T = p.num_tokens, H = p.num_q_heads, D = c.head_size;
+  check_view(kOp, "q", q, {p.q_dtype}, {T, H, D}, {"num_tokens", "num_q_heads", "head_size"});
+  check_view(kOp, "out", out, {DType::f16, DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp8_e5m2}, {T, H, D},
+             {"num_tokens", "num_q_heads", "head_size"});
+  check_strides(kOp, "q", q);
+  check_strides(kOp, "out", out);
+  if (lse) {
+    check_view(kOp, "lse", *lse, {DType::f32}, {T, H}, {"num_tokens", "num_q_heads"});
+    check_strides(kOp, "lse", *lse);
+  }
+  if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
+  if (T == 0 || p.num_items == 0) return;
+
+  BoundView qb = bind_view(impl, q, kOp, "q");
+  BoundView ob = bind_view(impl, out, kOp, "out");
+  BoundView lb = lse ? bind_view(impl, *lse, kOp, "lse") : BoundView{{p.dummy.handle(), 0, 16}, 0};
+  const BufferBinding meta{p.meta.handle(), 0, p.meta.size()};
+  const BufferBinding scratch{p.scratch.handle(), 0, p.scratch.size()};
+
+  abi::PagedAttentionPush push{};
+  push.chunk_table_address = cache.chunk_table_address();
+  push.q_offset = qb.element_offset;
+  push.q_token_stride = to_u32(kOp, "q stride 0", q.stride(0));
+  push.q_head_stride = to_u32(kOp, "q stride 1", q.stride(1));
+  push.out_offset = ob.element_offset;
+  push.out_token_stride = to_u32(kOp, "out stride 0", out.stride(0));
+  push.out_head_stride = to_u32(kOp, "out stride 1", out.stride(1));
+  push.lse_offset = lb.element_offset;
+  push.lse_token_stride = lse ? to_u32(kOp, "lse stride 0", lse->stride(0)) : 0;
+  push.num_blocks = c.num_blocks;
+  push.blocks_per_chunk = cache.blocks_per_chunk();
+  push.num_k_chunks = cache.num_chunks();
+
+  const auto& o = p.options;
+  abi::PagedAttentionSpec spec;
+  spec.PA_HEAD_SIZE = c.head_size;
+  spec.PA_BLOCK_SIZE = c.block_size;
+  spec.PA_NUM_KV_HEADS = c.num_kv_heads;
+  spec.PA_GQA = p.num_q_heads / c.num_kv_heads;
+  spec.PA_BM = p.bm;
+  spec.PA_BN = p.bn;
+  spec.PA_WORKGROUP_SIZE = p.workgroup;
+  spec.PA_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
+  spec.PA_LAYOUT = static_cast<uint32_t>(c.layout);
+  spec.PA_Q_DTYPE = static_cast<uint32_t>(p.q_dtype);
+  spec.PA_OUT_DTYPE = static_cast<uint32_t>(out.dtype);
+  spec.PA_HAS_ALIBI = !o.alibi_slopes.empty();
+  spec.PA_HAS_SINKS = !o.sinks.empty();
+  spec.PA_HAS_QQ_BIAS = !o.qq_bias.empty();
+  spec.PA_HAS_SOFTCAP = o.softcap > 0;
+  spec.PA_HAS_WINDOW = o.sliding_window > 0;
+  spec.PA_WRITE_LSE = lse.has_value();
+  spec.PA_SPLIT = p.split;
+  spec.PA_MATRIX = 0;
+  const Pipeline& main = impl.pipelines->get({kOp, p.path, spec_words(spec), 6, sizeof push});
+  Grid grid = fold_grid(impl, p.num_items, kOp);
+  push.num_items = p.num_items;
+  push.grid_x = grid.x;
+  const BufferBinding bindings[] = {qb.binding, ob.binding, lb.binding, meta, scratch};
+  record_dispatch(impl, cmd, main, bindings, &push, grid);
+  if (!p.split) return;
+
+  compute_barrier(impl, cmd);
+  abi::PagedAttentionReduceSpec rspec;
+  rspec.PR_HEAD_SIZE = c.head_size;
+  rspec.PR_OUT_DTYPE = static_cast<uint32_t>(out.dtype);
+  rspec.PR_HAS_SINKS = !o.sinks.empty();
+  rspec.PR_WRITE_LSE = lse.has_value();
+  rspec.PR_WORKGROUP_SIZE = c.head_size >= 128 ? 128 : 64;
+  const Pipeline& reduce = impl.pipelines->get({"paged_attention_reduce", Path::scalar, spec_words(rspec), 5, sizeof push});
+  const uint64_t rows = uint64_t(T) * H;
+  Grid rgrid = fold_grid(impl, rows, kOp);
+  push.num_items = static_cast<uint32_t>(rows);
+  push.grid_x = rgrid.x;
+  const BufferBinding rbindings[] = {ob.binding, lb.binding, meta, scratch};
+  record_dispatch(impl, cmd, reduce, rbindings, &push, rgrid);
+}
+
+void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const TensorView& q,
+                     const TensorView& out, const std::optional<TensorView>& lse) {
+  ctx.submit_and_wait([&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, q, out, lse, cmd); });
+}
+
+}  // namespace vkattn

@@ -1,0 +1,21 @@
+// Internal: what a PagedAttentionPlan holds (tests reach the metadata through it).
+#pragma once
+#include <vkattn/paged_attention.hpp>
+
+namespace vkattn::detail {
+
+struct PagedAttentionPlanData {
+  Context* ctx = nullptr;
+  KvCacheConfig cache;
+  uint32_t num_q_heads = 0, num_tokens = 0, num_seqs = 0, num_segments = 1, num_items = 0;
+  uint32_t bm = 16, bn = 32, workgroup = 128;
+  DType q_dtype = DType::f16;
+  Path path = Path::scalar;
+  bool split = false;
+  PagedAttentionOptions options;
+  Buffer meta;      // abi::PagedAttentionMeta, then the arrays it points to
+  Buffer scratch;   // split-KV partial results
+  Buffer dummy;     // bound where an optional view is absent
+};
+
+}  // namespace vkattn::detail

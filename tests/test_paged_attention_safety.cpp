@@ -1,0 +1,45 @@
+// The attention kernel never reads outside the cache, even when the block table
+// it reads is changed after the plan checked it: entries are bounds-checked on
+// the device, reported, and replaced by block 0.
+#include <cstring>
+
+#include "abi/paged_attention.h"
+#include "ops/paged_attention_plan.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+class PagedAttentionSafety : public VkTest {};
+
+TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
+  KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(0x3C003C00u);   // every element 1.0
+  PagedAttentionBatch batch{{0, 1, 3}, {20, 40}, {3, 1, 0, 7, 2, 5}, 3};
+  PagedAttentionOptions opts;
+  opts.scale = 0.125f;
+  PagedAttentionPlan plan(ctx(), cache, 4, DType::f16, batch, opts);
+
+  // Overwrite the plan's copy of the block table with entries far outside the cache.
+  const auto& data = plan.data();
+  auto bytes = data.meta.download_as<uint8_t>(data.meta.size());
+  abi::PagedAttentionMeta h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  int32_t bad[6] = {1 << 30, -5, 8, 100000, 3, 2};
+  std::memcpy(bytes.data() + sizeof h + h.block_table_at * 4, bad, sizeof bad);
+  const_cast<Buffer&>(data.meta).upload(bytes.data(), bytes.size());
+
+  Buffer q(ctx(), 3 * 4 * 64 * 2), out(ctx(), 3 * 4 * 64 * 4);
+  q.fill(0x3C003C00u);
+  out.fill(0x7FC00000u);
+  auto qv = TensorView::contiguous(q, DType::f16, {3, 4, 64});
+  auto ov = TensorView::contiguous(out, DType::f32, {3, 4, 64});
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, qv, ov), "block table", "not a block of the cache");
+  // Block 0 stood in for the bad entries: every value read was 1.0, so every output is 1.0.
+  auto o = out.download_as<float>(3 * 4 * 64);
+  for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 1.0f) << "element " << i;
+}
+
+}  // namespace
+}  // namespace vkattn::test
