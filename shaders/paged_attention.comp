@@ -53,6 +53,8 @@ layout(set = 0, binding = 5, std430) writeonly buffer Scratch { float scratch[];
 
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Kv16 { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Kv8 { uint8_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Kv16x8 { uvec4 v; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Kv8x8 { uvec2 v; };
 
 const uint D = PA_HEAD_SIZE;
 const uint DP = PA_HEAD_SIZE + 1;   // padded row stride: rows fall in different banks
@@ -88,6 +90,47 @@ float load_kv(uint64_t block_address, bool is_value, uint t, uint h, uint d) {
   return decode_half(uint(Kv16(a).v), PA_CACHE_DTYPE);
 }
 
+void store_kv_(uint j, uint d, float x);
+
+// Eight consecutive head dims (d, d+1, ..., d+7; d a multiple of 8) of one key,
+// with one 16-byte (f16/bf16) or 8-byte (fp8) load where the layout keeps them
+// contiguous: every layout but split V, whose dims lie block_size apart.
+void load_kv8(uint64_t block_address, bool is_value, uint t, uint h, uint d, out float x[8]) {
+  const bool contiguous = !(is_value && PA_LAYOUT == KV_LAYOUT_SPLIT);
+  if (!contiguous) {
+    [[unroll]] for (uint i = 0; i < 8u; ++i) x[i] = load_kv(block_address, is_value, t, h, d + i);
+    return;
+  }
+  uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / ESIZE);
+  uint64_t a = block_address + uint64_t(e) * ESIZE;
+  if (FP8_CACHE) {
+    const uvec2 w = Kv8x8(a).v;
+    const float sc = is_value ? hdr.v_scale : hdr.k_scale;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) {
+      const uint b = (w[i / 4u] >> (8u * (i % 4u))) & 0xFFu;
+      x[i] = (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? vka_e4m3_to_f32(b) : vka_e5m2_to_f32(b)) * sc;
+    }
+  } else {
+    const uvec4 w = Kv16x8(a).v;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      x[2u * i] = decode_half(w[i] & 0xFFFFu, PA_CACHE_DTYPE);
+      x[2u * i + 1u] = decode_half(w[i] >> 16, PA_CACHE_DTYPE);
+    }
+  }
+}
+
+// The K (is_value false) or V tile of keys [k0, k0 + BN) into shared memory.
+void gather_tile(bool is_value, int k0, int kv_end, uint kv_head) {
+  for (uint c = gl_LocalInvocationIndex; c < BN * D / 8u; c += WG) {
+    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+    const int k_pos = k0 + int(j);
+    float x[8];
+    if (k_pos < kv_end) load_kv8(is_value ? value_block[j] : key_block[j], is_value, uint(k_pos) % PA_BLOCK_SIZE, kv_head, d, x);
+    else [[unroll]] for (uint i = 0; i < 8u; ++i) x[i] = 0.0;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) store_kv_(j, d + i, x[i]);
+  }
+}
+
 uint encode_out(float x) {
   if (PA_OUT_DTYPE == DTYPE_F16) return vka_f32_to_f16(x);
   if (PA_OUT_DTYPE == DTYPE_BF16) return vka_f32_to_bf16(x);
@@ -103,7 +146,7 @@ void store_q(uint r, uint d, float x) {
 #endif
 }
 
-void store_kv(uint j, uint d, float x) {
+void store_kv_(uint j, uint d, float x) {
 #if VKATTN_PATH == 0
   KVs[j * DP + d] = x;
 #else
@@ -234,11 +277,7 @@ void main() {
       value_block[tid] = va;
     }
     barrier();
-    for (uint i = tid; i < BN * D; i += WG) {
-      const uint j = i / D, d = i % D;
-      const int k_pos = k0 + int(j);
-      store_kv(j, d, k_pos < kv_end ? load_kv(key_block[j], false, uint(k_pos) % PA_BLOCK_SIZE, kv_head, d) : 0.0);
-    }
+    gather_tile(false, k0, kv_end, kv_head);
     barrier();
     tile_scores();
     barrier();
@@ -292,11 +331,7 @@ void main() {
       l += sum;
       row_alpha[tid] = alpha;
     }
-    for (uint i = tid; i < BN * D; i += WG) {
-      const uint j = i / D, d = i % D;
-      const int k_pos = k0 + int(j);
-      store_kv(j, d, k_pos < kv_end ? load_kv(value_block[j], true, uint(k_pos) % PA_BLOCK_SIZE, kv_head, d) : 0.0);
-    }
+    gather_tile(true, k0, kv_end, kv_head);
     barrier();
 
     // O = O * alpha + P V
