@@ -82,53 +82,116 @@ shared uint64_t value_block[PA_BN];
 
 float decode_half(uint bits, uint dtype) { return dtype == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits); }
 
-float load_kv(uint64_t block_address, bool is_value, uint t, uint h, uint d) {
-  uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / ESIZE);
-  uint64_t a = block_address + uint64_t(e) * ESIZE;
-  if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3) return vka_e4m3_to_f32(uint(Kv8(a).v)) * (is_value ? hdr.v_scale : hdr.k_scale);
-  if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) return vka_e5m2_to_f32(uint(Kv8(a).v)) * (is_value ? hdr.v_scale : hdr.k_scale);
-  return decode_half(uint(Kv16(a).v), PA_CACHE_DTYPE);
-}
 
 void store_kv_(uint j, uint d, float x);
 
-// Eight consecutive head dims (d, d+1, ..., d+7; d a multiple of 8) of one key,
-// with one 16-byte (f16/bf16) or 8-byte (fp8) load where the layout keeps them
-// contiguous: every layout but split V, whose dims lie block_size apart.
-void load_kv8(uint64_t block_address, bool is_value, uint t, uint h, uint d, out float x[8]) {
-  const bool contiguous = !(is_value && PA_LAYOUT == KV_LAYOUT_SPLIT);
-  if (!contiguous) {
-    [[unroll]] for (uint i = 0; i < 8u; ++i) x[i] = load_kv(block_address, is_value, t, h, d + i);
-    return;
+// Up to 64 K and 64 V chunk bases, read once per workgroup (the cache has at
+// most 64 chunks: the plan checks), so a key's address needs no dependent load.
+const uint MAX_CHUNKS = 64u;
+shared uint64_t chunk_base[2u * 64u];
+
+uint64_t block_address(bool is_value, uint block) {
+  const uint64_t bytes = uint64_t(PA_BLOCK_SIZE) * PA_NUM_KV_HEADS * PA_HEAD_SIZE * ESIZE;
+  const uint chunk = block / pc.blocks_per_chunk;
+  return chunk_base[(is_value ? MAX_CHUNKS : 0u) + chunk] + uint64_t(block - chunk * pc.blocks_per_chunk) * bytes;
+}
+
+// Raw bits of eight consecutive head dims (d, ..., d+7; d a multiple of 8) of
+// one key: one 16-byte (f16/bf16) or 8-byte (fp8) load where the layout keeps
+// them contiguous (every layout but split V, whose dims lie block_size apart).
+uvec4 load_raw8(uint64_t block, bool is_value, uint t, uint h, uint d) {
+  if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {
+    uvec4 w = uvec4(0);
+    [[unroll]] for (uint i = 0; i < 8u; ++i) {
+      const uint e = vka_kv_element_in_block(PA_LAYOUT, true, t, h, d + i, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / ESIZE);
+      const uint64_t a = block + uint64_t(e) * ESIZE;
+      if (FP8_CACHE) w[i / 4u] |= uint(Kv8(a).v) << (8u * (i % 4u));
+      else w[i / 2u] |= uint(Kv16(a).v) << (16u * (i % 2u));
+    }
+    return w;
   }
-  uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / ESIZE);
-  uint64_t a = block_address + uint64_t(e) * ESIZE;
+  const uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / ESIZE);
+  const uint64_t a = block + uint64_t(e) * ESIZE;
+  if (FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);
+  return Kv16x8(a).v;
+}
+
+void decode_raw8(uvec4 w, bool is_value, out float x[8]) {
   if (FP8_CACHE) {
-    const uvec2 w = Kv8x8(a).v;
     const float sc = is_value ? hdr.v_scale : hdr.k_scale;
     [[unroll]] for (uint i = 0; i < 8u; ++i) {
       const uint b = (w[i / 4u] >> (8u * (i % 4u))) & 0xFFu;
       x[i] = (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? vka_e4m3_to_f32(b) : vka_e5m2_to_f32(b)) * sc;
     }
   } else {
-    const uvec4 w = Kv16x8(a).v;
     [[unroll]] for (uint i = 0; i < 4u; ++i) {
-      x[2u * i] = decode_half(w[i] & 0xFFFFu, PA_CACHE_DTYPE);
-      x[2u * i + 1u] = decode_half(w[i] >> 16, PA_CACHE_DTYPE);
+      if (PA_CACHE_DTYPE == DTYPE_F16) {
+        // f16 -> f32 is exact; the hardware conversion is one instruction.
+        const vec2 f = unpackHalf2x16(w[i]);
+        x[2u * i] = f.x;
+        x[2u * i + 1u] = f.y;
+      } else {
+        x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);   // bf16: the top half of an f32
+        x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
+      }
     }
   }
 }
 
-// The K (is_value false) or V tile of keys [k0, k0 + BN) into shared memory.
-void gather_tile(bool is_value, int k0, int kv_end, uint kv_head) {
-  for (uint c = gl_LocalInvocationIndex; c < BN * D / 8u; c += WG) {
+// Chunks of 8 elements per invocation in a K or V tile.
+const uint CHUNKS = PA_BN * PA_HEAD_SIZE / 8u;
+const uint CPT = (CHUNKS + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
+// Register arrays have compile-time sizes so that loops over them unroll in
+// SPIR-V and every element stays in a register (arrays sized by specialization
+// constants were kept in memory, which serialised the prefetch loads). The
+// plan keeps CPT <= CPT_MAX and OPT <= OPT_MAX.
+const uint CPT_MAX = 8u;
+const uint OPT_MAX = 64u;
+
+// Issues every load of a tile at once (its keys' blocks are in key_block /
+// value_block); the registers are consumed a phase later, so the loads of the
+// next tile are in flight while this one computes.
+void load_tile(int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+  [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
+    kraw[i] = uvec4(0);
+    vraw[i] = uvec4(0);
+    const uint c = gl_LocalInvocationIndex + i * WG;
+    if (i >= CPT || c >= CHUNKS) continue;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
-    float x[8];
-    if (k_pos < kv_end) load_kv8(is_value ? value_block[j] : key_block[j], is_value, uint(k_pos) % PA_BLOCK_SIZE, kv_head, d, x);
-    else [[unroll]] for (uint i = 0; i < 8u; ++i) x[i] = 0.0;
-    [[unroll]] for (uint i = 0; i < 8u; ++i) store_kv_(j, d + i, x[i]);
+    if (k_pos >= kv_end) continue;
+    const uint t = uint(k_pos) % PA_BLOCK_SIZE;
+    kraw[i] = load_raw8(key_block[j], false, t, kv_head, d);
+    vraw[i] = load_raw8(value_block[j], true, t, kv_head, d);
   }
+}
+
+void store_tile(bool is_value, uvec4 raw[CPT_MAX]) {
+  [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
+    const uint c = gl_LocalInvocationIndex + i * WG;
+    if (i >= CPT || c >= CHUNKS) continue;
+    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+    float x[8];
+    decode_raw8(raw[i], is_value, x);
+    [[unroll]] for (uint e = 0; e < 8u; ++e) store_kv_(j, d + e, x[e]);
+  }
+}
+
+// The plan's block-table entry of key k_pos, as stored. Loaded a phase before
+// use (checked_block), so the load is in flight while the tile computes.
+int raw_block(uint seq, int k_pos) {
+  const uint col = min(uint(k_pos) / PA_BLOCK_SIZE, hdr.max_blocks_per_seq - 1u);
+  return words[hdr.block_table_at + seq * hdr.max_blocks_per_seq + col];
+}
+
+// The plan checked every entry; this keeps a table corrupted since then inside
+// the cache (block 0 stands in) and reports it.
+uint checked_block(int b, uint seq, int k_pos) {
+  if (b < 0 || uint(b) >= pc.num_blocks) {
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(uint(k_pos) / PA_BLOCK_SIZE, hdr.max_blocks_per_seq - 1u), uint(b));
+    return 0u;
+  }
+  return uint(b);
 }
 
 uint encode_out(float x) {
@@ -251,37 +314,40 @@ void main() {
     store_q(r, d, x);
   }
 
-  float o[OPT];
-  [[unroll]] for (uint i = 0; i < OPT; ++i) o[i] = 0.0;
+  for (uint i = tid; i < 2u * min(pc.num_k_chunks, MAX_CHUNKS); i += WG)
+    chunk_base[(i < pc.num_k_chunks ? 0u : MAX_CHUNKS) + i % pc.num_k_chunks] = VkaChunkTable(pc.chunk_table_address).address[i];
+
+  float o[OPT_MAX];
+  [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) o[i] = 0.0;
   float m = VKA_NEG_INF, l = 0.0;   // this invocation's row (tid < BM)
 
+  // Prologue: the first tile's addresses and loads.
+  uvec4 kraw[CPT_MAX], vraw[CPT_MAX];
+  barrier();
+  if (tid < BN && kv_begin + int(tid) < kv_end) {
+    const uint b = checked_block(raw_block(seq, kv_begin + int(tid)), seq, kv_begin + int(tid));
+    key_block[tid] = block_address(false, b);
+    value_block[tid] = block_address(true, b);
+  }
+  barrier();
+  load_tile(kv_begin, kv_end, kv_head, kraw, vraw);
+
   for (int k0 = kv_begin; k0 < kv_end; k0 += int(BN)) {
-    barrier();   // the previous tile's readers are done with KVs and Ss
-    // Each key's block, from the plan's copy of the block table. The plan
-    // checked every entry; the clamps keep a corrupted table inside the cache.
-    if (tid < BN) {
-      const int k_pos = k0 + int(tid);
-      uint64_t ka = 0, va = 0;
-      if (k_pos < kv_end) {
-        const uint col = min(uint(k_pos) / PA_BLOCK_SIZE, hdr.max_blocks_per_seq - 1u);
-        int b = words[hdr.block_table_at + seq * hdr.max_blocks_per_seq + col];
-        if (b < 0 || uint(b) >= pc.num_blocks) {
-          vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, col, uint(b));
-          b = 0;
-        }
-        const uint64_t bytes = uint64_t(PA_BLOCK_SIZE) * PA_NUM_KV_HEADS * PA_HEAD_SIZE * ESIZE;
-        ka = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, bytes, false, uint(b));
-        va = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, bytes, true, uint(b));
-      }
-      key_block[tid] = ka;
-      value_block[tid] = va;
-    }
-    barrier();
-    gather_tile(false, k0, kv_end, kv_head);
+    const int k1 = k0 + int(BN);   // the next tile
+    // The next tile's block-table entry: issued now, used after S.
+    int next_block = 0;
+    const bool has_next = tid < BN && k1 + int(tid) < kv_end;
+    if (has_next) next_block = raw_block(seq, k1 + int(tid));
+    store_tile(false, kraw);
     barrier();
     tile_scores();
     barrier();
-
+    store_tile(true, vraw);
+    if (has_next) {
+      const uint b = checked_block(next_block, seq, k1 + int(tid));
+      key_block[tid] = block_address(false, b);
+      value_block[tid] = block_address(true, b);
+    }
     // Logits of this tile.
     for (uint i = tid; i < BM * BN; i += WG) {
       const uint r = i / BN, j = i % BN;
@@ -312,8 +378,9 @@ void main() {
       Ss[i] = logit;
     }
     barrier();
+    if (k1 < kv_end) load_tile(k1, kv_end, kv_head, kraw, vraw);
 
-    // Online softmax, one invocation per row, while the others gather V.
+    // Online softmax, one invocation per row.
     if (tid < BM) {
       float tile_max = VKA_NEG_INF;
       for (uint j = 0; j < BN; ++j) tile_max = max(tile_max, Ss[tid * BN + j]);
@@ -331,7 +398,6 @@ void main() {
       l += sum;
       row_alpha[tid] = alpha;
     }
-    gather_tile(true, k0, kv_end, kv_head);
     barrier();
 
     // O = O * alpha + P V
@@ -339,7 +405,8 @@ void main() {
     tile_pv();
     barrier();
 #endif
-    [[unroll]] for (uint i = 0; i < OPT; ++i) {
+    [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) {
+      if (i >= OPT) break;
       const uint e = tid + i * WG;
       const uint r = e / D, d = e % D;
       float acc = o[i] * row_alpha[r];
@@ -350,6 +417,7 @@ void main() {
 #endif
       o[i] = acc;
     }
+    barrier();   // P V is done with the V tile and P before the next tile lands
   }
 
   if (tid < BM) {
@@ -357,7 +425,8 @@ void main() {
     row_l[tid] = l;
   }
   barrier();
-  [[unroll]] for (uint i = 0; i < OPT; ++i) {
+  [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) {
+    if (i >= OPT) break;
     const uint e = tid + i * WG;
     const uint r = e / D, d = e % D;
     if (r >= row_count) continue;

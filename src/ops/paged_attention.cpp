@@ -42,14 +42,18 @@ Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32
   if (path != Path::scalar) {
     // Matrix tiles are multiples of 16; f16 Q, K/V and P tiles, f32 S and P V.
     auto bytes = [&](uint32_t bn) {
-      return 2u * (16 + bn) * head_size + 6u * 16 * bn + 4u * 16 * head_size + 64u * 16 + 16u * bn + 64u;
+      return 2u * (16 + bn) * head_size + 6u * 16 * bn + 4u * 16 * head_size + 64u * 16 + 16u * bn + 64u + 1024u;
     };
+    // Larger key tiles put more bytes in flight per round trip; the register
+    // prefetch holds 2 * bn * head_size / 8 / workgroup 16-byte words per invocation.
     const uint32_t reserved = path == Path::coopmat2 ? caps.coopmat2_reserved_shared_memory : 0;
-    uint32_t bn = bytes(32) + reserved <= caps.max_shared_memory ? 32 : 16;
-    return {16, bn, path == Path::coopmat2 ? 64u : 128u};
+    const uint32_t wg = path == Path::coopmat2 ? 64u : 128u;
+    uint32_t bn = 64;
+    while (bn > 16 && (bytes(bn) + reserved + 2048 > caps.max_shared_memory || bn * head_size / 8 / wg > 8)) bn /= 2;
+    return {16, bn, wg};
   }
-  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {
-    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u;
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u + 1024u;
   };
   uint32_t bm = std::clamp<uint32_t>(std::bit_ceil(std::max<uint32_t>(max_rows, 1)), 1, 16);
   uint32_t bn = head_size <= 128 ? 32 : 16;
@@ -59,6 +63,9 @@ Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32
   }
   uint32_t wg = 128;
   while ((bm * head_size) % wg) wg /= 2;
+  // The kernel's register arrays: bn * head_size / 8 / wg <= 8 prefetch words
+  // and bm * head_size / wg <= 64 outputs per invocation.
+  while (bn > 8 && bn * head_size / 8 / wg > 8) bn /= 2;
   return {bm, bn, wg};
 }
 
@@ -132,6 +139,9 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
     max_rows = std::max<uint32_t>(max_rows, uint32_t(batch.query_start_loc[s + 1] - batch.query_start_loc[s]) * gqa);
     max_range = std::max<int64_t>(max_range, batch.seq_lens[s]);
   }
+  if (cache.num_chunks() > 64)
+    fail("the cache spans " + std::to_string(cache.num_chunks()) + " allocations; the kernels address at most 64 " +
+         "(use a larger ContextOptions::max_chunk_bytes or a smaller cache)");
   p.path = choose_path(ctx, q_dtype, c.dtype);
   Tile tile = choose_tile(caps, p.path, c.head_size, max_rows);
   p.bm = tile.bm;

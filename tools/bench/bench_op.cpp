@@ -22,6 +22,7 @@ void measure(Context& ctx, BenchOp& op, const MeasureOptions& o) {
   op.info.max_rel_err = v.max_rel_err;
   if (!v.pass) throw Error("benchmark case '" + op.info.name + "' failed verification: " + v.failure);
 
+  if (o.before_timing) o.before_timing();
   GpuTimer timer(ctx);
   // Pipelines are created in the first warm-up repetition, outside the timing.
   // Then warm up until the GPU is in a steady state: at least warmup_time_s of

@@ -30,6 +30,8 @@ struct MeasureOptions {
   double warmup_time_s = 0.1;    // and this much GPU time, until two batches agree within 2%
   double max_warmup_time_s = 3;  // but never longer than this
   uint32_t max_repeat = 5000;
+  // Runs after verification and before warm-up (vkattn bench: spin_up, see ceilings.hpp).
+  std::function<void()> before_timing;
 };
 
 // Verifies the op (a failed check throws: a benchmark of a wrong kernel is an
