@@ -4,12 +4,16 @@
 
 namespace vkattn::tool {
 
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick);   // suite_decode.cpp
+
 const std::vector<Suite>& suites() {
   static const std::vector<Suite> all = {
       {"ceilings", "copy bandwidth and the f16 matrix rate of the best path", "GB/s",
        [](Context& ctx, bool quick) { return ceiling_ops(ctx, quick); }},
       {"write-kv-cache", "write_kv_cache: 256..32768 tokens x 8 heads x 128, f16 and fp8 caches", "GB/s",
        write_kv_cache_cases},
+      {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 cache; one varlen batch",
+       "GB/s", decode_cases},
   };
   return all;
 }

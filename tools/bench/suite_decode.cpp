@@ -1,0 +1,179 @@
+// `vkattn bench decode`: paged attention for decode batches (one new token per
+// sequence) over short to long contexts, plus one varlen mixed batch (decode
+// and chunked-prefill sequences together). Memory-bound: the figure is the K/V
+// (plus q and out) bytes the kernel must read and write per run.
+#include <vkattn/vkattn.hpp>
+#include <vkattn/paged_attention.hpp>
+#include <vkattn_ref/random.hpp>
+#include <vkattn_ref/tensor_data.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "bench/suites.hpp"
+#include "runners/paged_attention_runner.hpp"
+
+namespace vkattn::tool {
+
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick);
+
+namespace {
+
+using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
+
+struct Shape {
+  uint32_t q_heads, kv_heads, head_size, block_size;
+  DType dtype = DType::f16;
+  KvLayout layout = KvLayout::nhd;
+};
+
+// Rotating copies: one cache holding `copies` disjoint sets of blocks, one plan
+// (and one slice of q and out) per copy.
+struct DecodeInputs {
+  std::unique_ptr<PagedKvCache> cache;
+  std::vector<PagedAttentionPlan> plans;
+  std::unique_ptr<Buffer> q, out;
+  uint32_t tokens = 0;
+};
+
+uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// Returns false (and says why on stderr) when the case does not fit the device.
+bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const Seqs& seqs, const Shape& sh,
+                 const Seqs& verify_seqs, std::map<std::string, std::string> params) {
+  const uint32_t Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_size, bs = sh.block_size;
+  const uint64_t es = dtype_size(sh.dtype);
+  uint32_t tokens = 0, blocks_per_copy = 0;
+  double kv_tokens = 0, pairs = 0;
+  for (auto [q, s] : seqs) {
+    tokens += q;
+    blocks_per_copy += cdiv(s, bs);
+    kv_tokens += s;
+    for (uint32_t i = 0; i < q; ++i) pairs += s - q + i + 1;   // keys each causal row sees
+  }
+  const uint64_t kv_bytes = uint64_t(kv_tokens) * Hkv * D * 2 * es;
+  const uint64_t qo_bytes = uint64_t(tokens) * Hq * D * 2;   // f16 q and out, each
+  uint32_t copies = rotation_copies(kv_bytes + 2 * qo_bytes);
+  const uint64_t block_bytes = uint64_t(bs) * Hkv * D * es;
+  const uint64_t budget = ctx.capabilities().device_local_bytes * 7 / 10;
+  if (budget > 0) {
+    while (copies > 1 && 2 * block_bytes * blocks_per_copy * copies > budget) --copies;
+    if (2 * block_bytes * blocks_per_copy > budget) {
+      std::cerr << "bench decode: skipping '" << name << "': its cache needs "
+                << (2 * block_bytes * blocks_per_copy >> 20) << " MiB, the device has "
+                << (ctx.capabilities().device_local_bytes >> 20) << " MiB\n";
+      return false;
+    }
+  }
+
+  auto in = std::make_shared<DecodeInputs>();
+  in->tokens = tokens;
+  KvCacheConfig cfg{.num_blocks = blocks_per_copy * copies, .block_size = bs, .num_kv_heads = Hkv, .head_size = D,
+                    .dtype = sh.dtype, .layout = sh.layout, .k_scale = 0.05f, .v_scale = 0.05f};
+  in->cache = std::make_unique<PagedKvCache>(ctx, cfg);
+  // Timing does not depend on the values: fill on the device with finite f16
+  // (0x3266 ~ 0.2, 0x2E66 ~ 0.1) or fp8 bytes instead of uploading gigabytes.
+  in->cache->fill(es == 2 ? 0x2E663266u : 0x2A2C2A2Cu);
+  // Blocks in random order across the whole cache, dealt out to the copies.
+  ref::Rng rng(uint64_t(tokens) * 7919 + blocks_per_copy);
+  std::vector<uint32_t> perm = ref::random_permutation(rng, cfg.num_blocks);
+  PagedAttentionOptions opt;
+  opt.scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+  uint32_t max_blocks = 0;
+  for (auto [q, s] : seqs) max_blocks = std::max(max_blocks, cdiv(s, bs));
+  for (uint32_t c = 0; c < copies; ++c) {
+    PagedAttentionBatch b;
+    b.max_blocks_per_seq = std::max<uint32_t>(1, max_blocks);
+    b.block_table.assign(seqs.size() * b.max_blocks_per_seq, 0);
+    b.query_start_loc.push_back(0);
+    uint64_t next = uint64_t(c) * blocks_per_copy;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      b.query_start_loc.push_back(b.query_start_loc.back() + int32_t(seqs[i].first));
+      b.seq_lens.push_back(int32_t(seqs[i].second));
+      for (uint32_t k = 0; k < cdiv(seqs[i].second, bs); ++k)
+        b.block_table[i * b.max_blocks_per_seq + k] = int32_t(perm[next++]);
+    }
+    in->plans.emplace_back(ctx, *in->cache, Hq, DType::f16, b, opt);
+  }
+  std::vector<uint8_t> q = ref::encode_values(ref::ElemType::f16, ref::random_values(rng, uint64_t(tokens) * Hq * D * copies, 2.0));
+  in->q = std::make_unique<Buffer>(ctx, std::max<uint64_t>(q.size(), 16));
+  in->q->upload(q.data(), q.size());
+  in->out = std::make_unique<Buffer>(ctx, std::max<uint64_t>(qo_bytes * copies, 16));
+
+  const PagedAttentionPlan& p0 = in->plans[0];
+  params.insert({{"q_heads", std::to_string(Hq)}, {"kv_heads", std::to_string(Hkv)}, {"head_size", std::to_string(D)},
+                 {"block_size", std::to_string(bs)}, {"cache", std::string(dtype_name(sh.dtype))},
+                 {"layout", std::string(layout_name(sh.layout))}, {"dtype", "f16"}, {"copies", std::to_string(copies)},
+                 {"split", p0.split() ? "on" : "off"}, {"segments", std::to_string(p0.num_segments())},
+                 {"work_items", std::to_string(p0.num_work_items())}});
+  BenchOp op;
+  op.info.name = name;
+  op.info.params = std::move(params);
+  op.info.bytes = double(kv_bytes) + 2.0 * qo_bytes;
+  op.info.flops = 4.0 * Hq * D * pairs;
+  op.info.bound = "memory";
+  op.record = [&ctx, in, copies, Hq, D, qo_bytes](VkCommandBuffer cmd, uint32_t rep) {
+    const uint32_t c = rep % copies;
+    const int64_t T = in->tokens;
+    auto qv = TensorView::contiguous(*in->q, DType::f16, {T, Hq, D}, c * qo_bytes);
+    auto ov = TensorView::contiguous(*in->out, DType::f16, {T, Hq, D}, c * qo_bytes);
+    paged_attention(ctx, in->plans[c], *in->cache, qv, ov, std::nullopt, cmd);
+  };
+  // Checked once against the float64 reference at a size it handles quickly,
+  // with the same shape and the same split decision as the timed plan.
+  const bool split = p0.split();
+  const uint32_t segments = p0.num_segments();
+  op.verify = [&ctx, sh, verify_seqs, split, segments]() {
+    PagedAttentionCase pc;
+    pc.seqs = verify_seqs;
+    pc.num_q_heads = sh.q_heads;
+    pc.num_kv_heads = sh.kv_heads;
+    pc.head_size = sh.head_size;
+    pc.block_size = sh.block_size;
+    pc.cache_dtype = sh.dtype;
+    pc.layout = sh.layout;
+    pc.split = split ? SplitKv::on : SplitKv::off;
+    pc.num_segments = split ? std::min<uint32_t>(segments, 8) : 0;
+    pc.timing_repetitions = 0;
+    auto r = run_paged_attention(ctx, pc);
+    return Verification{r.pass, r.max_abs_err, r.max_rel_err, r.failure};
+  };
+  ops.push_back(std::move(op));
+  return true;
+}
+
+}  // namespace
+
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick) {
+  std::vector<BenchOp> ops;
+  // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
+  const Shape sh = quick ? Shape{8, 2, 64, 16} : Shape{32, 8, 128, 16};
+  const std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
+  const std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
+  const uint32_t verify_len = quick ? 150 : 1100;
+  for (uint32_t B : batches)
+    for (uint32_t L : ctxs) {
+      Seqs seqs(B, {1, L});
+      // Verification: up to three sequences of (capped) lengths around L.
+      const uint32_t v = std::min(L, verify_len);
+      Seqs vs = {{1, v}};
+      if (B > 1) vs.push_back({1, std::max(1u, v - 7)});
+      if (B > 2) vs.push_back({1, v / 2 + 3});
+      decode_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L), seqs, sh, vs,
+                  {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", "1"}});
+    }
+  // A varlen batch: decode rows next to chunked-prefill rows.
+  const Seqs mixed = quick ? Seqs{{1, 133}, {5, 18}, {17, 63}, {1, 250}}
+                           : Seqs{{1, 1328}, {5, 18}, {129, 463}, {1, 4096}, {64, 2048}};
+  const Seqs mixed_verify = quick ? mixed : Seqs{{1, 1328}, {5, 18}, {33, 463}, {1, 1100}, {16, 600}};
+  uint32_t max_ctx = 0;
+  for (auto [q, s] : mixed) max_ctx = std::max(max_ctx, s);
+  decode_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs", mixed, sh, mixed_verify,
+              {{"batch", std::to_string(mixed.size())}, {"ctx", std::to_string(max_ctx)}, {"query_len", "mixed"}});
+  return ops;
+}
+
+}  // namespace vkattn::tool

@@ -1,0 +1,101 @@
+// `vkattn run paged-attention`: a random varlen batch over a random paged
+// cache (permuted blocks, shared prefixes, NaN in every cache slot no
+// sequence uses), run through PagedAttentionPlan + paged_attention into
+// NaN-poisoned outputs, and every output (and LSE) checked against the
+// float64 reference.
+#pragma once
+#include <vkattn/context.hpp>
+#include <vkattn/kv_cache.hpp>
+#include <vkattn/paged_attention.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/flags.hpp"
+#include "runners/op_runner.hpp"
+
+namespace vkattn::tool {
+
+struct PagedAttentionCase {
+  // One (query_len, seq_len) pair per sequence: query_len new tokens (already
+  // in the cache) at the end of seq_len tokens. seq_len 0 with query_len > 0
+  // is a padding sequence (its rows see no key).
+  std::vector<std::pair<uint32_t, uint32_t>> seqs = {{1, 1328}, {5, 18}, {129, 463}};
+  uint32_t num_q_heads = 32;
+  uint32_t num_kv_heads = 8;
+  uint32_t head_size = 128;
+  uint32_t block_size = 16;
+  // Blocks in the cache: 0 = just enough (plus a few spare, poisoned ones);
+  // otherwise this many, with the used blocks at the highest indices.
+  uint32_t num_blocks = 0;
+  DType cache_dtype = DType::f16;
+  KvLayout layout = KvLayout::nhd;
+  DType q_dtype = DType::f16;
+  DType out_dtype = DType::f16;
+  float k_scale = 0.05f;        // fp8 caches only (stored = value / scale)
+  float v_scale = 0.03f;
+  float out_scale = 1.0f;       // fp8 output only (stored = out / out_scale)
+  float scale = 0;              // 0 = 1 / sqrt(head_size)
+  int32_t sliding_window = 0;   // 0 = none
+  float softcap = 0;            // 0 = none
+  bool alibi = false;           // random slopes in [2^-8, 2^-2]
+  bool sinks = false;           // random sinks in [-2, 6]
+  bool qq_bias = false;         // random [max_query_len, max_query_len] in [-1, 1]
+  std::vector<uint32_t> qq_bias_masked_rows;   // with qq_bias: these rows are all -inf
+  bool with_lse = false;
+  SplitKv split = SplitKv::automatic;
+  uint32_t num_segments = 0;
+  bool shared_prefixes = true;    // later sequences may start with an earlier one's full blocks
+  uint32_t table_slack = 2;       // block-table entries past the longest sequence's blocks
+  bool junk_table_tail = true;    // unused table entries hold out-of-range junk (never read)
+  uint32_t q_token_padding = 0;   // elements between q token rows (a strided view)
+  double q_amplitude = 2.0;       // q, K uniform in [-a, a]: logits of spread ~1.3 at scale 1/sqrt(D)
+  double k_amplitude = 2.0;
+  double v_amplitude = 1.0;
+  uint64_t seed = 1;
+  uint32_t timing_repetitions = 20;
+};
+
+// Registers the case's flags on `flags`; call apply() after parsing (it throws
+// cli::UsageError for a malformed --seqs).
+class PagedAttentionFlags {
+ public:
+  explicit PagedAttentionFlags(cli::Flags& flags);
+  PagedAttentionCase apply() const;
+
+ private:
+  std::string& seqs_;
+  int64_t &q_heads_, &kv_heads_, &head_size_, &block_size_, &num_blocks_, &window_, &segments_, &seed_, &reps_;
+  std::string &cache_dtype_, &layout_, &q_dtype_, &out_dtype_, &split_;
+  double &softcap_, &scale_, &k_scale_, &v_scale_, &out_scale_;
+  bool &alibi_, &sinks_, &qq_bias_, &lse_;
+};
+
+// Parses "1:1328,5:18,129:463" (query_len:seq_len pairs); throws cli::UsageError.
+std::vector<std::pair<uint32_t, uint32_t>> parse_seqs(const std::string& text);
+
+// What the device wrote and what the reference says, decoded to doubles
+// (out [num_tokens, num_q_heads, head_size] in value units, i.e. fp8 outputs
+// times out_scale; lse [num_tokens, num_q_heads], empty without with_lse).
+struct PagedAttentionOutputs {
+  std::vector<double> out, lse, ref_out, ref_lse;
+  bool split = false;
+  uint32_t num_segments = 1;
+};
+
+// The tolerance of a case (see the .cpp for the reasoning):
+//   out:  |got - ref| <= row_atol * max|ref row| + rtol * |ref| + floor
+//   fp8 out: |got - ref| / out_scale <= one ulp of the fp8 format at ref / out_scale
+//         + row_atol * max|ref row| / out_scale
+//   lse:  |got - ref| <= lse_atol + 2^-20 |ref|
+//   rows that see no key: out exactly 0; lse -inf (or the sink).
+struct PagedAttentionTolerance {
+  double row_atol = 0, rtol = 0, floor = 0, lse_atol = 0;
+};
+PagedAttentionTolerance paged_attention_tolerance(const PagedAttentionCase& c);
+
+RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAttentionOutputs* outputs = nullptr);
+
+}  // namespace vkattn::tool
