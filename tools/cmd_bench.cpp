@@ -115,6 +115,16 @@ int cmd_bench(const std::vector<std::string>& args) {
     results.push_back(op.info);
   }
   progress.finish();
+  // The path in the title is the one the cases ran on (a plan may choose its
+  // own, e.g. decode on the scalar kernel), not merely the device's best.
+  std::string case_paths;
+  for (const auto& c : results) {
+    auto it = c.params.find("path");
+    const std::string p = it == c.params.end() ? meta.path : it->second;
+    if (case_paths.empty()) case_paths = p;
+    else if (case_paths != p) case_paths = "mixed (see each case)";
+  }
+  if (!case_paths.empty() && suite->name != "ceilings") meta.path = case_paths;
   if (results.empty()) throw cli::UsageError("--filter '" + filter + "' matches no case of suite " + suite->name);
 
   report::write_table(std::cout, meta, results);

@@ -36,7 +36,8 @@ class Context;
 // The batch, described on the host.
 struct PagedAttentionBatch {
   std::vector<int32_t> query_start_loc;   // [num_seqs + 1], non-decreasing, starting at 0
-  std::vector<int32_t> seq_lens;          // [num_seqs]: context + new tokens
+  std::vector<int32_t> seq_lens;          // [num_seqs]: context + new tokens; >= query_len, or 0 for a
+                                          // padding sequence (its rows see no key and give 0)
   std::vector<int32_t> block_table;       // [num_seqs * max_blocks_per_seq]: physical blocks in order
   uint32_t max_blocks_per_seq = 0;
 };
@@ -67,7 +68,8 @@ class PagedAttentionPlan {
   // Checks everything it can on the host and throws vkattn::Error naming the
   // field: shapes, q heads divisible by kv heads, head_size of the cache, every
   // block-table entry < num_blocks for the blocks a sequence uses, seq_len
-  // within the table, query_len <= seq_len, option sizes.
+  // within the table, query_len <= seq_len (unless seq_len is 0), option sizes
+  // (qq_bias needs a row per token of the longest query).
   PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
                      const PagedAttentionBatch& batch, const PagedAttentionOptions& options);
   ~PagedAttentionPlan();

@@ -48,7 +48,8 @@ BenchOp write_case(Context& ctx, uint32_t tokens, DType cache_dtype) {
   op.info.name = std::to_string(tokens) + " tokens " + std::string(dtype_name(cache_dtype));
   op.info.params = {{"tokens", std::to_string(tokens)}, {"heads", std::to_string(H)}, {"head_size", std::to_string(D)},
                     {"input", "f16"}, {"cache", std::string(dtype_name(cache_dtype))}, {"layout", "nhd"},
-                    {"copies", std::to_string(copies)}};
+                    {"copies", std::to_string(copies)},
+                    {"path", "universal"}};
   op.info.bytes = double(tokens) * H * D * 2 * (2 + dtype_size(cache_dtype)) + tokens * 8.0;
   op.info.bound = "memory";
   op.record = [&ctx, in, tokens, H, D, copies](VkCommandBuffer cmd, uint32_t rep) {
