@@ -4,6 +4,7 @@
 #include <volk.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace vkattn::tool {
 
@@ -48,6 +49,17 @@ std::vector<double> GpuTimer::time_us(const std::function<void(VkCommandBuffer, 
     done += n;
   }
   return out;
+}
+
+double median_time_us(Context& ctx, const std::function<void(VkCommandBuffer)>& record, uint32_t max_repetitions,
+                      double budget_us) {
+  GpuTimer timer(ctx);
+  auto rec = [&](VkCommandBuffer cmd, uint32_t) { record(cmd); };
+  const double first = timer.time_us(rec, 1)[0];
+  const auto n = static_cast<uint32_t>(std::clamp(budget_us / std::max(first, 1e-3), 1.0, double(std::max(max_repetitions, 1u))));
+  auto us = timer.time_us(rec, n);
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace vkattn::tool

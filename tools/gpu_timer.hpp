@@ -25,4 +25,10 @@ class GpuTimer {
   uint32_t max_samples_;
 };
 
+// Median GPU time of `record` for `vkattn run`: one warm-up repetition (which
+// also estimates the cost), then up to `max_repetitions`, as many as fit in
+// `budget_us` of GPU time (slow devices, e.g. a CPU driver, get fewer).
+double median_time_us(Context& ctx, const std::function<void(VkCommandBuffer)>& record, uint32_t max_repetitions,
+                      double budget_us = 2e6);
+
 }  // namespace vkattn::tool

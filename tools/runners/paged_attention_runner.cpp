@@ -33,7 +33,7 @@ PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f)
       window_(f.add_int("window", 0, "sliding window (0 = none)", 0, int64_t(1) << 30)),
       segments_(f.add_int("segments", 0, "KV segments with --split on (0 = chosen by the plan)", 0, 4096)),
       seed_(f.add_int("seed", 1, "random seed", 0)),
-      reps_(f.add_int("repeat", 20, "timed repetitions", 0, 100000)),
+      reps_(f.add_int("repeat", 20, "timed repetitions (at most; fewer when they would take over 2 s)", 0, 100000)),
       cache_dtype_(f.add_choice("cache-dtype", "f16", {"f16", "bf16", "fp8_e4m3", "fp8_e5m2"}, "KV cache dtype")),
       layout_(f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout")),
       q_dtype_(f.add_choice("dtype", "f16", {"f16", "bf16"}, "query dtype")),
@@ -509,12 +509,8 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   }
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
-    GpuTimer timer(ctx);
-    auto rec = [&](VkCommandBuffer cmd, uint32_t) { paged_attention(ctx, plan, cache, qv, ov, lv, cmd); };
-    timer.time_us(rec, 3);   // warm-up
-    auto us = timer.time_us(rec, c.timing_repetitions);
-    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-    r.gpu_us = us[us.size() / 2];
+    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, qv, ov, lv, cmd); },
+                              c.timing_repetitions);
   }
   // Bytes: the K and V a kernel must read (keys some row of the sequence can
   // see: the window cuts the front), q, out and lse.

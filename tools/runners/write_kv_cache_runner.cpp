@@ -20,7 +20,7 @@ WriteKvCacheFlags::WriteKvCacheFlags(cli::Flags& f)
       heads_(f.add_int("num-kv-heads", 4, "KV heads", 1, 1024)),
       head_size_(f.add_int("head-size", 128, "head size (multiple of 16, 16..256)", 1, 4096)),
       padding_(f.add_int("padding", 3, "tokens whose slot is -1 (skipped)", 0)),
-      reps_(f.add_int("repeat", 20, "timed repetitions", 1, 100000)),
+      reps_(f.add_int("repeat", 20, "timed repetitions (at most; fewer when they would take over 2 s)", 1, 100000)),
       cache_dtype_(f.add_choice("cache-dtype", "f16", {"f16", "bf16", "fp8_e4m3", "fp8_e5m2"}, "cache dtype")),
       input_dtype_(f.add_choice("dtype", "f16", {"f16", "bf16", "f32"}, "dtype of the new K/V")),
       slot_dtype_(f.add_choice("slot-dtype", "i64", {"i64", "i32"}, "dtype of slot_mapping")),
@@ -169,12 +169,8 @@ RunResult run_write_kv_cache(Context& ctx, const WriteKvCacheCase& c) {
   }
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
-    GpuTimer timer(ctx);
-    timer.time_us([&](VkCommandBuffer cmd, uint32_t) { write_kv_cache(ctx, cache, kv, vv, sv, cmd); }, 3);   // warm-up
-    auto us = timer.time_us([&](VkCommandBuffer cmd, uint32_t) { write_kv_cache(ctx, cache, kv, vv, sv, cmd); },
-                            c.timing_repetitions);
-    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-    r.gpu_us = us[us.size() / 2];
+    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { write_kv_cache(ctx, cache, kv, vv, sv, cmd); },
+                              c.timing_repetitions);
   }
   r.bytes = 2.0 * n * H * D * (dtype_size(c.input_dtype) + es) + double(n) * slot_size;
   std::ostringstream s;
