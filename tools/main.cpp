@@ -19,9 +19,9 @@ const char* kUsage =
     "commands:\n"
     "  info                 device capabilities and the path each kernel runs on (--json for JSON)\n"
     "  run OP               run one op on random data, verify against the float64 reference, time it\n"
-    "                       ops: write-kv-cache\n"
+    "                       ops: write-kv-cache, paged-attention\n"
     "  bench SUITE          time a sweep of cases against the device's ceilings\n"
-    "                       suites: ceilings, write-kv-cache\n"
+    "                       suites: ceilings, write-kv-cache, decode\n"
     "\n"
     "`vkattn <command> --help` lists a command's flags.\n";
 
