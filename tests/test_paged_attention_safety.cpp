@@ -1,6 +1,7 @@
-// The attention kernel never reads outside the cache, even when the block table
-// it reads is changed after the plan checked it: entries are bounds-checked on
-// the device, reported, and replaced by block 0.
+// Plan-level guarantees of paged attention: the kernel never reads outside the
+// cache, even when the block table it reads is changed after the plan checked
+// it (entries are bounds-checked on the device, reported, and replaced by
+// block 0); and the path a plan picks.
 #include <cstring>
 
 #include "abi/paged_attention.h"
@@ -40,12 +41,6 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
   auto o = out.download_as<float>(3 * 4 * 64);
   for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 1.0f) << "element " << i;
 }
-
-}  // namespace
-}  // namespace vkattn::test
-
-namespace vkattn::test {
-namespace {
 
 class PagedAttentionPathChoice : public VkTest {};
 
