@@ -145,7 +145,7 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   c.timestamp_period_ns = (impl.queue_family < nf && fams[impl.queue_family].timestampValidBits > 0) ? l.timestampPeriod : 0.0f;
 
   DeviceFeatureChain f;
-  f.link(km, nm2, bf);
+  f.link(km, nm2, bf, false);
   vkGetPhysicalDeviceFeatures2(pd, &f.core);
   c.float16 = f.v12.shaderFloat16;
   c.int8 = f.v12.shaderInt8;

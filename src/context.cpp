@@ -91,7 +91,7 @@ std::string unsuitable_reason(VkPhysicalDevice pd) {
     return "Vulkan " + std::to_string(VK_API_VERSION_MAJOR(props.apiVersion)) + "." +
            std::to_string(VK_API_VERSION_MINOR(props.apiVersion)) + " (1.3 needed)";
   DeviceFeatureChain f;
-  f.link(false, false, false);
+  f.link(false, false, false, false);
   vkGetPhysicalDeviceFeatures2(pd, &f.core);
   std::string missing;
   auto need = [&](VkBool32 ok, const char* name) { if (!ok) missing += std::string(missing.empty() ? "" : ", ") + name; };
@@ -152,7 +152,7 @@ VkPhysicalDevice choose_physical_device(VkInstance instance, int index) {
 
 }  // namespace
 
-void DeviceFeatureChain::link(bool has_coopmat, bool has_coopmat2, bool has_bf16) {
+void DeviceFeatureChain::link(bool has_coopmat, bool has_coopmat2, bool has_bf16, bool has_executables) {
   core.pNext = &v11;
   v11.pNext = &v12;
   v12.pNext = &v13;
@@ -160,6 +160,7 @@ void DeviceFeatureChain::link(bool has_coopmat, bool has_coopmat2, bool has_bf16
   if (has_coopmat) { *tail = &coopmat; tail = &coopmat.pNext; }
   if (has_coopmat2) { *tail = &coopmat2; tail = &coopmat2.pNext; }
   if (has_bf16) { *tail = &bf16; tail = &bf16.pNext; }
+  if (has_executables) { *tail = &executables; tail = &executables.pNext; }
   *tail = nullptr;
 }
 
@@ -274,7 +275,7 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()
   auto available = device_extensions_of(impl.physical_device);
   for (const char* e : {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
                         VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME,
-                        VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME})
+                        VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME})
     if (contains(available, e)) impl.device_extensions.emplace_back(e);
 
   // Query what is supported, then enable exactly the features the kernels use.
@@ -282,9 +283,13 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()
   bool km = impl.has_extension(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   bool nm2 = impl.has_extension(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
   bool bf = impl.has_extension(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
-  have.link(km, nm2, bf);
+  bool ex = impl.has_extension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  have.link(km, nm2, bf, ex);
   vkGetPhysicalDeviceFeatures2(impl.physical_device, &have.core);
-  want.link(km, nm2, bf);
+  want.link(km, nm2, bf, ex);
+  // Compiler statistics of our pipelines (registers, spills), for VKATTN_PIPELINE_STATS.
+  want.executables.pipelineExecutableInfo = have.executables.pipelineExecutableInfo;
+  impl.pipeline_executable_info = ex && have.executables.pipelineExecutableInfo;
   want.core.features.shaderInt64 = have.core.features.shaderInt64;
   want.core.features.shaderInt16 = have.core.features.shaderInt16;
   want.v11.storageBuffer16BitAccess = have.v11.storageBuffer16BitAccess;
@@ -456,6 +461,9 @@ void Context::check_device_status() {
       throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot) +
                   " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
     }
+    case abi::STATUS_SUBGROUP_SIZE:
+      throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
+                  " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");
     default:
       throw Error("a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
                   std::to_string(b) + ", " + std::to_string(c) + ")");

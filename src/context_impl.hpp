@@ -25,8 +25,10 @@ struct DeviceFeatureChain {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrix2FeaturesNV coopmat2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
   VkPhysicalDeviceShaderBfloat16FeaturesKHR bf16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
-  // Links the structs whose extensions `has_ext` reports.
-  void link(bool has_coopmat, bool has_coopmat2, bool has_bf16);
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  // Links the structs whose extensions are present.
+  void link(bool has_coopmat, bool has_coopmat2, bool has_bf16, bool has_executables);
 };
 
 struct ContextImpl {
@@ -39,6 +41,7 @@ struct ContextImpl {
   bool owns_instance = false, owns_device = false;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   std::vector<std::string> device_extensions;   // enabled
+  bool pipeline_executable_info = false;         // VK_KHR_pipeline_executable_properties enabled (own device only)
   VolkDeviceTable vk{};
   Capabilities caps;
   VkPhysicalDeviceMemoryProperties memory{};

@@ -1,5 +1,7 @@
 #include "pipelines.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,42 @@ std::vector<char> read_cache_file(const std::string& path, const VkPhysicalDevic
       h.deviceID != props.deviceID || std::memcmp(h.pipelineCacheUUID, props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
     return {};
   return data;
+}
+
+// Developer aid: with VKATTN_PIPELINE_STATS=1 (and a device that offers
+// VK_KHR_pipeline_executable_properties), each new pipeline's compiler
+// statistics (registers, spills, shared memory, ...) go to stderr.
+bool want_pipeline_stats(const ContextImpl& impl) {
+  const char* v = std::getenv("VKATTN_PIPELINE_STATS");
+  return impl.pipeline_executable_info && v && std::string_view(v) == "1";
+}
+
+void print_pipeline_stats(const ContextImpl& impl, VkPipeline pipeline, const std::string& what) {
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = pipeline;
+  uint32_t n = 0;
+  if (impl.vk.vkGetPipelineExecutablePropertiesKHR(impl.device, &pi, &n, nullptr) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = pipeline;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    impl.vk.vkGetPipelineExecutableStatisticsKHR(impl.device, &ei, &m, nullptr);
+    std::vector<VkPipelineExecutableStatisticKHR> stats(m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    impl.vk.vkGetPipelineExecutableStatisticsKHR(impl.device, &ei, &m, stats.data());
+    std::string line = "pipeline stats " + what + ":";
+    for (const auto& st : stats) {
+      line += std::string(" ") + st.name + "=";
+      switch (st.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += st.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += std::to_string(st.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += std::to_string(st.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: line += std::to_string(st.value.f64); break;
+        default: line += "?";
+      }
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 }  // namespace
@@ -143,11 +181,14 @@ const Pipeline& Pipelines::get(const PipelineRequest& r) {
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = p.layout;
+  const bool stats = want_pipeline_stats(impl_);
+  if (stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult res = impl_.vk.vkCreateComputePipelines(impl_.device, cache_, 1, &ci, nullptr, &p.pipeline);
   if (res != VK_SUCCESS) {
     impl_.vk.vkDestroyPipelineLayout(impl_.device, p.layout, nullptr);
     vk_check(res, "creating the pipeline of kernel '" + std::string(r.kernel) + "' (" + p.module_path + ")");
   }
+  if (stats) print_pipeline_stats(impl_, p.pipeline, std::string(r.kernel) + " (" + p.module_path + ")");
   ++created_;
   return pipelines_.emplace(std::move(key), std::move(p)).first->second;
 }

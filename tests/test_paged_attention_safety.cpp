@@ -44,7 +44,7 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
 
 class PagedAttentionPathChoice : public VkTest {};
 
-TEST_F(PagedAttentionPathChoice, DecodeRunsScalarUnlessForcedAndPrefillTheBestPath) {
+TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
   KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
   PagedKvCache cache(ctx(), cfg);
   PagedAttentionOptions opts;
@@ -53,8 +53,7 @@ TEST_F(PagedAttentionPathChoice, DecodeRunsScalarUnlessForcedAndPrefillTheBestPa
   PagedAttentionPlan decode(ctx(), cache, 8, DType::f16, {{0, 1}, {40}, {3, 1, 0}, 3}, opts);
   PagedAttentionPlan prefill(ctx(), cache, 8, DType::f16, {{0, 20}, {40}, {3, 1, 0}, 3}, opts);
   PagedAttentionPlan bf16(ctx(), cache, 8, DType::bf16, {{0, 20}, {40}, {3, 1, 0}, 3}, opts);
-  const auto& forced = ctx().options().force_path;
-  EXPECT_EQ(decode.path(), forced ? ctx().path_for("paged_attention") : Path::scalar);
+  EXPECT_EQ(decode.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(prefill.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(bf16.path(), Path::scalar);   // no bf16 matrices yet
 }

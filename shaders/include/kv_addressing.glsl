@@ -25,11 +25,18 @@ uint vka_kv_element_in_block(uint layout_id, bool is_value, uint t, uint h, uint
   return ((h * (head_size / x) + d / x) * block_size + t) * x + d % x;
 }
 
+// Chunk holding `block`, and the block's byte offset inside it.
+void vka_kv_locate_block(uint block, uint blocks_per_chunk, uint64_t block_bytes, out uint chunk, out uint64_t offset) {
+  chunk = block / blocks_per_chunk;
+  offset = uint64_t(block - chunk * blocks_per_chunk) * block_bytes;
+}
+
 // Device address of the first byte of `block` in the K (is_value false) or V cache.
 uint64_t vka_kv_block_address(uint64_t chunk_table, uint num_k_chunks, uint blocks_per_chunk,
                               uint64_t block_bytes, bool is_value, uint block) {
-  uint chunk = block / blocks_per_chunk;
-  uint64_t base = VkaChunkTable(chunk_table).address[(is_value ? num_k_chunks : 0u) + chunk];
-  return base + uint64_t(block - chunk * blocks_per_chunk) * block_bytes;
+  uint chunk;
+  uint64_t offset;
+  vka_kv_locate_block(block, blocks_per_chunk, block_bytes, chunk, offset);
+  return VkaChunkTable(chunk_table).address[(is_value ? num_k_chunks : 0u) + chunk] + offset;
 }
 #endif

@@ -28,36 +28,33 @@ struct Tile {
   uint32_t bm, bn, workgroup;
 };
 
-// The path a plan runs on: the context's, except that
-//  - bf16 inputs take the scalar module (glslang 15 has no bf16 matrices; f16
-//    cannot hold bf16's range);
-//  - unless a path is forced, batches of at most 8 query rows per kv head
-//    (decode with GQA <= 8) take the scalar module: matrix tiles are 16 rows
-//    tall, and on an H200 the scalar kernel decoded 2.2x faster (B=64,
-//    ctx=4096, 32/8 heads: 1000 GB/s against 450 GB/s on coopmat).
-Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype, uint32_t max_rows) {
+// The path a plan runs on: the context's, except that bf16 inputs take the
+// scalar module (glslang 15 has no bf16 matrices; f16 cannot hold bf16's
+// range), and so do devices whose subgroups are too narrow for the matrix
+// kernel's row mapping (16 lanes or more).
+Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype) {
   Path p = ctx.path_for("paged_attention");
   if (q_dtype == DType::bf16 || cache_dtype == DType::bf16) return Path::scalar;
-  if (!ctx.options().force_path && max_rows <= 8) return Path::scalar;
+  const uint32_t sg = ctx.capabilities().subgroup_size;
+  if (sg < 16 || sg > 128 || !std::has_single_bit(sg)) return Path::scalar;
   return p;
 }
 
-// Rows per workgroup (bm), keys per tile (bn) and invocations: the largest tile
-// whose shared memory fits the device.
+// Rows per workgroup (bm), keys per tile (bn) and invocations.
 Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32_t max_rows) {
   if (path != Path::scalar) {
-    // Matrix tiles are multiples of 16; f16 Q, K/V and P tiles, f32 S and P V.
-    auto bytes = [&](uint32_t bn) {
-      return 2u * (16 + bn) * head_size + 6u * 16 * bn + 4u * 16 * head_size + 64u * 16 + 16u * bn + 64u + 1024u;
+    // paged_attention_subgroup.comp: 16 rows, tiles of 16 keys, as many
+    // subgroups (up to 4) as its shared memory allows. Mirrors its shared arrays.
+    const uint32_t sg = caps.subgroup_size;
+    auto bytes = [&](uint32_t nw) {
+      return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
+             nw * (1024u + 512u + 3 * 64u) + 128u + 64u + 1024u;
     };
-    // Larger key tiles put more bytes in flight per round trip; the register
-    // prefetch holds 2 * bn * head_size / 8 / workgroup 16-byte words per invocation.
-    const uint32_t reserved = path == Path::coopmat2 ? caps.coopmat2_reserved_shared_memory : 0;
-    const uint32_t wg = path == Path::coopmat2 ? 64u : 128u;
-    uint32_t bn = 64;
-    while (bn > 16 && (bytes(bn) + reserved + 2048 > caps.max_shared_memory || bn * head_size / 8 / wg > 8)) bn /= 2;
-    return {16, bn, wg};
+    uint32_t nw = 4;
+    while (nw > 1 && bytes(nw) > caps.max_shared_memory) nw /= 2;
+    return {16, 16, nw * sg};
   }
+  // Scalar: the largest tile whose shared memory fits the device.
   auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
     return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u + 1024u;
   };
@@ -155,7 +152,7 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
   if (cache.num_chunks() > 64)
     fail("the cache spans " + std::to_string(cache.num_chunks()) + " allocations; the kernels address at most 64 " +
          "(use a larger ContextOptions::max_chunk_bytes or a smaller cache)");
-  p.path = choose_path(ctx, q_dtype, c.dtype, max_rows);
+  p.path = choose_path(ctx, q_dtype, c.dtype);
   Tile tile = choose_tile(caps, p.path, c.head_size, max_rows);
   p.bm = tile.bm;
   p.bn = tile.bn;
@@ -328,7 +325,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   spec.PA_HAS_WINDOW = o.sliding_window > 0;
   spec.PA_WRITE_LSE = lse.has_value();
   spec.PA_SPLIT = p.split;
-  spec.PA_MATRIX = 0;
+  spec.PA_SUBGROUP_SIZE = ctx.capabilities().subgroup_size;
   const Pipeline& main = impl.pipelines->get({kOp, p.path, spec_words(spec), 6, sizeof push});
   Grid grid = fold_grid(impl, p.num_items, kOp);
   push.num_items = p.num_items;

@@ -51,6 +51,7 @@ VKA_CONST(KV_LAYOUT_SPLIT, 2)  // vLLM: K [blocks, heads, head_size/x, block_siz
 VKA_CONST(STATUS_OK, 0)
 VKA_CONST(STATUS_SLOT_OUT_OF_RANGE, 1)   // details: token index, slot (low, high word)
 VKA_CONST(STATUS_BLOCK_OUT_OF_RANGE, 2)  // details: sequence, block-table column, entry
+VKA_CONST(STATUS_SUBGROUP_SIZE, 3)       // details: the subgroup size the kernel got, the one it was built for
 VKA_CONST(STATUS_WORDS, 4)
 
 #ifdef __cplusplus

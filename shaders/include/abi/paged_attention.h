@@ -38,7 +38,7 @@ VKA_CONST(PA_ITEM_SEGMENT, 6)
   X(15, PA_HAS_WINDOW, 0)         \
   X(16, PA_WRITE_LSE, 0)          \
   X(17, PA_SPLIT, 0)              \
-  X(18, PA_MATRIX, 0)
+  X(18, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */
 
 // Per-run values: where the views are and the grid.
 #define PAGED_ATTENTION_PUSH(X)   \

@@ -1,0 +1,281 @@
+#version 460
+// Paged attention, matrix paths (coopmat, coopmat2): one workgroup per work
+// item of the plan (paged_attention_io.glsl: up to 16 rows of one sequence and
+// kv head, a range of keys). Each subgroup runs its own online softmax over
+// every NW-th tile of 16 keys, with 16x16x16 subgroup matrices, and the
+// subgroups' (O, m, l) are merged once at the end. There is no workgroup
+// barrier inside the key loop: decode tiles have 4-8 real rows of 16, and the
+// kernel must be bound by memory, not by synchronisation.
+//
+// Per tile, in one subgroup:
+//   - K and V arrive as 16-byte loads in registers, issued a tile ahead (the
+//     prefetch), and go through this subgroup's part of `stage` (decoded to
+//     f16 for fp8) into matrices: V must be transposed into the B layout,
+//     which shared memory does and strided global loads do not do well;
+//   - S = Q K^T; S through shared memory, where each lane owns part of one
+//     row (logits, masks, max, sum) and writes P as f16;
+//   - O = O * alpha + P V: O stays in accumulator registers; alpha, one value
+//     per row, is a matrix loaded with stride 0 (skipped when no row's max moved).
+// Keys past the sequence are zero in the tile (unwritten slots may hold NaN
+// bits, which P = 0 would not cancel). fp8 values are exact in f16; k_scale
+// and v_scale apply in f32.
+//
+// The coopmat2 module is this same code: whole-workgroup matrices need
+// workgroup barriers per tile and waste most of a 16-row matrix on 4-row
+// decode tiles (they decoded at 174 GB/s on an H200).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+
+#include "abi/paged_attention.h"
+#include "grid.glsl"
+#include "paged_attention_io.glsl"
+
+layout(local_size_x_id = 6) in;
+
+const uint D = PA_HEAD_SIZE;
+const uint DT = PA_HEAD_SIZE / 16u;        // 16-wide slices of the head
+const uint SG = PA_SUBGROUP_SIZE;
+const uint NW = PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE;   // subgroups
+const uint LPR = PA_SUBGROUP_SIZE / 16u;   // lanes per row of a 16x16 tile
+const uint CPL = 16u / LPR;                // columns each lane owns
+const uint CPL_MAX = 16u;
+
+// A 16-key tile that starts at a multiple of 16 lies in one block.
+const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
+// 8-element pieces of a K or V tile each lane loads. The next tile's pieces
+// are loaded a phase ahead when they fit 8 registers of 16 bytes for K and 8
+// for V (head_size <= 128 with 32 lanes); larger register arrays ended up in
+// local memory, whose stores wait for the loads and undo the prefetch.
+const uint PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
+const bool PREFETCH = PPL <= 8u;
+
+#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define MatC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+// O's 16-wide head slices are 16 separate variables, not an array: with an
+// array of 16 (head_size <= 256) the driver put the whole array in local
+// memory whenever some slices were unused, and decode ran 10% slower. Each
+// variable is live or dead as a whole. EACH_SLICE(F) applies F(j) for j < DT.
+#define SLICE_IF(F, j) if (j < DT) { F(j) }
+#define EACH_SLICE(F) SLICE_IF(F, 0) SLICE_IF(F, 1) SLICE_IF(F, 2) SLICE_IF(F, 3) SLICE_IF(F, 4) \
+  SLICE_IF(F, 5) SLICE_IF(F, 6) SLICE_IF(F, 7) SLICE_IF(F, 8) SLICE_IF(F, 9) SLICE_IF(F, 10)     \
+  SLICE_IF(F, 11) SLICE_IF(F, 12) SLICE_IF(F, 13) SLICE_IF(F, 14) SLICE_IF(F, 15)
+
+// Rows of shared tiles are padded by 16 bytes: with rows of 256 bytes (head
+// size 128), the 8 rows a matrix load reads at once would share memory banks.
+const uint Q_STRIDE = PA_HEAD_SIZE + 8u;          // halves
+const uint ROW_VEC4 = PA_HEAD_SIZE / 8u + 1u;     // uvec4s per staged K/V row
+const uint TILE_VEC4 = 16u * (PA_HEAD_SIZE / 8u + 1u);   // per subgroup
+shared float16_t q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given (f16); the scale applies to S in f32
+// Per subgroup, a [16 keys][head_size] f16 K or V tile; at the end, the
+// workgroup's sum of O ([16][head_size] f32). uvec4: 16-byte stores.
+const uint STAGE_VEC4 = (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) >= 2u
+    ? (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * (PA_HEAD_SIZE / 8u + 1u) : 4u * PA_HEAD_SIZE;
+shared uvec4 stage[STAGE_VEC4];
+shared float s_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];       // per subgroup: S
+shared float16_t p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];   // per subgroup: P
+shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
+shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
+shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
+shared float final_m[16], final_l[16];
+shared int row_qpos[16];
+
+// Orders this subgroup's shared-memory accesses across its lanes. Shared
+// memory only: a barrier that also covered global memory could make the
+// prefetched loads complete first.
+void subgroup_sync() {
+  controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
+}
+
+// Loads pieces first + i (i < 8) of this lane of the K or V tile of keys
+// [k0, k0 + 16), raw: piece number p of a lane is 8-element piece
+// lane + p * SG of the row-major [16][head_size] tile. Zero past the sequence.
+void load_pieces(PaItem it, int k0, bool is_value, uint first, out uvec4 raw[8]) {
+  uint64_t base = 0;
+  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k0), it.seq, k0));
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    raw[i] = uvec4(0);
+    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
+    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+    const int k_pos = k0 + int(j);
+    if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end) continue;
+    if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
+    raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
+  }
+}
+
+// Writes loaded pieces as f16 into this subgroup's part of `stage`.
+void store_pieces(uvec4 raw[8], uint first, uint warp) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
+    if (first + i >= PPL || c >= 2u * D) continue;
+    uvec4 h = raw[i];
+    if (PA_FP8_CACHE) {
+      float x[8];
+      pa_decode_raw8(raw[i], 1.0, x);
+      [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
+    }
+    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
+  }
+}
+
+// A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
+// loaded now, 8 pieces at a time. The matrix slices are then read from
+// `stage` one at a time, where used, so that few registers hold them.
+void stage_tile(PaItem it, int k0, bool is_value, uvec4 raw[8], uint warp) {
+  subgroup_sync();   // every lane is done reading the previous tile
+  if (PREFETCH) {
+    store_pieces(raw, 0u, warp);
+  } else {
+    for (uint g = 0; g < PPL; g += 8u) {
+      uvec4 now[8];
+      load_pieces(it, k0, is_value, g, now);
+      store_pieces(now, g, warp);
+    }
+  }
+  subgroup_sync();
+}
+
+void main() {
+  const uint item = vka_linear_workgroup(pc.grid_x);
+  if (item >= pc.num_items) return;
+  if (gl_SubgroupSize != SG) {   // the row/lane mapping below assumes SG
+    if (gl_LocalInvocationIndex == 0u) vka_report(STATUS_SUBGROUP_SIZE, gl_SubgroupSize, SG, 0u);
+    return;
+  }
+  const uint tid = gl_LocalInvocationIndex;
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const PaItem it = pa_load_item(item);
+
+  if (tid < 16u) row_qpos[tid] = pa_row_position(it, tid);
+  for (uint i = tid; i < 16u * D; i += PA_WORKGROUP_SIZE) {
+    const uint bits = pa_q_bits(it, i / D, i % D);
+    // bf16 runs the scalar module; f16 bits go in unchanged.
+    q_tile[(i / D) * Q_STRIDE + i % D] = uint16BitsToHalf(uint16_t(bits));
+  }
+  pa_load_chunk_bases();
+  barrier();
+
+  // This lane's part of the softmax: row `my_row`, columns [my_c0, my_c0 + CPL).
+  const uint my_row = lane / LPR, my_c0 = (lane % LPR) * CPL;
+  const int q_pos = row_qpos[my_row];
+  const float s_scale = hdr.scale * (PA_FP8_CACHE ? hdr.k_scale : 1.0);
+  float m = VKA_NEG_INF, l = 0.0;
+
+  MatC o0 = MatC(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
+       o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
+
+  // Tiles start at multiples of 16 (a tile is then inside one block); keys
+  // before kv_begin belong to another segment or lie outside the window.
+  const int a0 = it.kv_begin & ~15;
+  const int num_tiles = it.kv_end > a0 ? (it.kv_end - a0 + 15) / 16 : 0;
+  uvec4 kraw[8], vraw[8];
+  if (PREFETCH) {   // (all zeros past the end: no load)
+    load_pieces(it, a0 + 16 * int(warp), false, 0u, kraw);
+    load_pieces(it, a0 + 16 * int(warp), true, 0u, vraw);
+  }
+  for (int t = int(warp); t < num_tiles; t += int(NW)) {
+    const int k0 = a0 + 16 * t;
+    stage_tile(it, k0, false, kraw, warp);
+    MatC s = MatC(0.0);
+    [[unroll]] for (uint j = 0; j < 16u; ++j) {
+      if (j >= DT) continue;
+      MatA qa;
+      MatB kt;   // K^T slice j
+      coopMatLoad(qa, q_tile, 16u * j, Q_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(kt, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
+      s = coopMatMulAdd(qa, kt, s);
+    }
+    coopMatStore(s, s_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    stage_tile(it, k0, true, vraw, warp);
+    if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
+      load_pieces(it, k0 + 16 * int(NW), false, 0u, kraw);
+      load_pieces(it, k0 + 16 * int(NW), true, 0u, vraw);
+    }
+
+    // Logits, the tile's row max, alpha and P for this lane's columns.
+    float x[CPL_MAX];
+    float tile_max = VKA_NEG_INF;
+    [[unroll]] for (uint c = 0; c < CPL_MAX; ++c) {
+      if (c >= CPL) break;
+      const int k_pos = k0 + int(my_c0 + c);
+      const float sc = s_tile[warp * 256u + my_row * 16u + my_c0 + c] * s_scale;
+      x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
+      tile_max = max(tile_max, x[c]);
+    }
+    for (uint off = 1u; off < LPR; off <<= 1) tile_max = max(tile_max, subgroupShuffleXor(tile_max, off));
+    const float alpha = vka_softmax_rescale(m, l, tile_max);
+    float sum = 0.0;
+    [[unroll]] for (uint c = 0; c < CPL_MAX; ++c) {
+      if (c >= CPL) break;
+      const float16_t p = float16_t(vka_exp_diff(x[c], m));
+      p_tile[warp * 256u + my_row * 16u + my_c0 + c] = p;
+      sum += float(p);   // the rounded P that P V uses
+    }
+    for (uint off = 1u; off < LPR; off <<= 1) sum += subgroupShuffleXor(sum, off);
+    l += sum;
+    if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = alpha;
+    // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
+    const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
+    subgroup_sync();
+
+    MatA pa;
+    coopMatLoad(pa, p_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    if (rescale) {
+      MatC am;   // element (r, c) = alpha of row r
+      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
+#define RESCALE(j) o##j = o##j * am;
+      EACH_SLICE(RESCALE)
+    }
+#define ADD_PV(j)                                                                              \
+    MatB vt;   /* V slice j */                                                                 \
+    coopMatLoad(vt, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
+    o##j = coopMatMulAdd(pa, vt, o##j);
+    EACH_SLICE(ADD_PV)
+    subgroup_sync();   // s_tile, p_tile and row_scale are read before the next tile writes them
+  }
+
+  // Merge the subgroups: rescale each O to the rows' common max, sum in `stage`.
+  if (lane % LPR == 0u) {
+    row_m[warp * 16u + my_row] = m;
+    row_l[warp * 16u + my_row] = l;
+  }
+  barrier();
+  float mm = VKA_NEG_INF, ll = 0.0;
+  for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
+  for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
+  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * (PA_FP8_CACHE ? hdr.v_scale : 1.0);
+  if (warp == 0u && lane % LPR == 0u) {
+    final_m[my_row] = mm;
+    final_l[my_row] = ll;
+  }
+  subgroup_sync();
+  MatC fm;
+  coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
+  for (uint w = 0; w < NW; ++w) {
+    if (warp == w) {
+#define MERGE(j)                                                                    \
+      MatC acc = o##j * fm;                                                         \
+      if (w > 0u) {                                                                 \
+        MatC prev;                                                                  \
+        coopMatLoad(prev, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutRowMajor); \
+        acc = acc + prev;                                                           \
+      }                                                                             \
+      coopMatStore(acc, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutRowMajor);
+      EACH_SLICE(MERGE)
+    }
+    barrier();
+  }
+  for (uint e = tid; e < 16u * D; e += PA_WORKGROUP_SIZE)
+    pa_write_result(it, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
+}
