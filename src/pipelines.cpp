@@ -72,6 +72,21 @@ void print_pipeline_stats(const ContextImpl& impl, VkPipeline pipeline, const st
       }
     }
     std::fprintf(stderr, "%s\n", line.c_str());
+    // The driver's internal representations (e.g. its assembly), when it offers them.
+    uint32_t k = 0;
+    if (impl.vk.vkGetPipelineExecutableInternalRepresentationsKHR(impl.device, &ei, &k, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableInternalRepresentationKHR> irs(k, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+    impl.vk.vkGetPipelineExecutableInternalRepresentationsKHR(impl.device, &ei, &k, irs.data());
+    std::vector<std::vector<char>> text(k);
+    for (uint32_t i = 0; i < k; ++i) {
+      text[i].resize(irs[i].dataSize);
+      irs[i].pData = text[i].data();
+    }
+    impl.vk.vkGetPipelineExecutableInternalRepresentationsKHR(impl.device, &ei, &k, irs.data());
+    for (uint32_t i = 0; i < k; ++i) {
+      std::fprintf(stderr, "pipeline IR %s: %s (%s), %zu bytes\n", what.c_str(), irs[i].name, irs[i].description, text[i].size());
+      if (irs[i].isText) std::fprintf(stderr, "%.*s\n", int(text[i].size()), text[i].data());
+    }
   }
 }
 
@@ -182,7 +197,7 @@ const Pipeline& Pipelines::get(const PipelineRequest& r) {
   ci.stage.pSpecializationInfo = &si;
   ci.layout = p.layout;
   const bool stats = want_pipeline_stats(impl_);
-  if (stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  if (stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
   VkResult res = impl_.vk.vkCreateComputePipelines(impl_.device, cache_, 1, &ci, nullptr, &p.pipeline);
   if (res != VK_SUCCESS) {
     impl_.vk.vkDestroyPipelineLayout(impl_.device, p.layout, nullptr);

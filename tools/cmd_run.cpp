@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "bench/ceilings.hpp"
 #include "commands.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "runners/write_kv_cache_runner.hpp"
@@ -54,8 +55,11 @@ int cmd_run(const std::vector<std::string>& args) {
     WriteKvCacheFlags wf(f);
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
-    const WriteKvCacheCase c = wf.apply();
-    return run_and_report(dev, "write_kv_cache", [&](Context& ctx) { return run_write_kv_cache(ctx, c); });
+    WriteKvCacheCase c = wf.apply();
+    return run_and_report(dev, "write_kv_cache", [&](Context& ctx) {
+      c.before_timing = [&ctx] { spin_up(ctx, ctx.capabilities().device_type == "CPU"); };   // as vkattn bench: ceilings.hpp
+      return run_write_kv_cache(ctx, c);
+    });
   }
   if (op == "paged-attention") {
     cli::Flags f("vkattn run paged-attention",
@@ -64,8 +68,11 @@ int cmd_run(const std::vector<std::string>& args) {
     PagedAttentionFlags pf(f);
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
-    const PagedAttentionCase c = pf.apply();   // flag errors before the device opens
-    return run_and_report(dev, "paged_attention", [&](Context& ctx) { return run_paged_attention(ctx, c); });
+    PagedAttentionCase c = pf.apply();   // flag errors before the device opens
+    return run_and_report(dev, "paged_attention", [&](Context& ctx) {
+      c.before_timing = [&ctx] { spin_up(ctx, ctx.capabilities().device_type == "CPU"); };   // as vkattn bench: ceilings.hpp
+      return run_paged_attention(ctx, c);
+    });
   }
   std::string hint;
   if (auto near = cli::nearest(op, ops)) hint = " (did you mean '" + *near + "'?)";

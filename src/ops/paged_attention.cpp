@@ -181,8 +181,21 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
   if (options.split == SplitKv::on) {
     segments = options.num_segments ? options.num_segments : std::max<uint32_t>(2, (4 * sms + base.size() - 1) / std::max<size_t>(base.size(), 1));
   } else if (options.split == SplitKv::automatic && !base.empty() && base.size() < 2 * sms) {
-    const uint32_t by_fill = static_cast<uint32_t>((4 * sms + base.size() - 1) / base.size());
     const uint32_t by_length = static_cast<uint32_t>(max_range / 256);   // segments of at least 256 keys
+    uint32_t by_fill;
+    if (p.path == Path::scalar) {
+      by_fill = static_cast<uint32_t>((4 * sms + base.size() - 1) / base.size());
+    } else {
+      // paged_attention_subgroup.comp, measured on an H200 (132 SMs, two
+      // workgroups fit an SM), Hq 32 / Hkv 8, d 128: at most one workgroup per
+      // SM unless segments stay long. B=1 ctx=32768: 16 segments 64 us, 17
+      // segments 110 us (4 SMs ran two), 64 segments 91 us; B=16 ctx=4096: no
+      // split 108 us, 5 segments 138 us. Two per SM pays when each subgroup
+      // then still has >= 64 tiles (B=16 ctx=32768).
+      const uint32_t one = std::max<uint32_t>(1, sms / static_cast<uint32_t>(base.size()));
+      const uint32_t two = std::max<uint32_t>(1, 2 * sms / static_cast<uint32_t>(base.size()));
+      by_fill = max_range / two >= 4096 ? two : one;
+    }
     segments = std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
   }
   segments = std::clamp<uint32_t>(segments, 1, 256);

@@ -509,6 +509,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   }
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
+    if (c.before_timing) c.before_timing();
     r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, qv, ov, lv, cmd); },
                               c.timing_repetitions);
   }

@@ -4,6 +4,7 @@
 // NaN-poisoned outputs, and every output (and LSE) checked against the
 // float64 reference.
 #pragma once
+#include <functional>
 #include <vkattn/context.hpp>
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/paged_attention.hpp>
@@ -56,6 +57,8 @@ struct PagedAttentionCase {
   double v_amplitude = 1.0;
   uint64_t seed = 1;
   uint32_t timing_repetitions = 20;
+  // Runs after verification, just before timing (vkattn run: spin_up, bench/ceilings.hpp).
+  std::function<void()> before_timing;
 };
 
 // Registers the case's flags on `flags`; call apply() after parsing (it throws

@@ -169,6 +169,7 @@ RunResult run_write_kv_cache(Context& ctx, const WriteKvCacheCase& c) {
   }
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
+    if (c.before_timing) c.before_timing();
     r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { write_kv_cache(ctx, cache, kv, vv, sv, cmd); },
                               c.timing_repetitions);
   }

@@ -1,6 +1,7 @@
 // `vkattn run write-kv-cache`: random K/V written into a poisoned cache, then
 // every byte of the cache checked against the float64 reference.
 #pragma once
+#include <functional>
 #include <vkattn/context.hpp>
 #include <vkattn/kv_cache.hpp>
 
@@ -22,6 +23,8 @@ struct WriteKvCacheCase {
   double amplitude = 4.0;        // inputs uniform in [-amplitude, amplitude]
   uint64_t seed = 1;
   uint32_t timing_repetitions = 20;
+  // Runs after verification, just before timing (vkattn run: spin_up, bench/ceilings.hpp).
+  std::function<void()> before_timing;
   // Inputs as strided views: each token row padded by this many elements, and
   // the view starting this many elements into its buffer (exercises the
   // kernel's unaligned, element-wise loads).
