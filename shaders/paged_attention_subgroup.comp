@@ -1,6 +1,6 @@
 #version 460
 // Paged attention, matrix paths (coopmat, coopmat2): one workgroup per work
-// item of the plan (paged_attention_io.glsl: up to 16 rows of one sequence and
+// item of the plan (paged_attention_io.glsl: up to PA_BM rows of one sequence and
 // kv head, a range of keys). Each subgroup runs its own online softmax over
 // every NW-th tile of 16 keys, with 16x16x16 subgroup matrices, and the
 // subgroups' (O, m, l) are merged once at the end. There is no workgroup
@@ -13,10 +13,11 @@
 //     f16 for fp8) into matrices: V must be transposed into the B layout,
 //     which shared memory does well (matrices loaded straight from the
 //     cache, 2-byte gathers for V, decoded 12% slower);
-//   - S = Q K^T; S through shared memory, where each lane owns part of one
+//   - S^T = K Q^T; S through shared memory, where each lane owns part of one
 //     row (logits, masks, max, sum) and writes P as f16;
-//   - O = O * alpha + P V: O stays in accumulator registers; alpha, one value
-//     per row, is a matrix loaded with stride 0 (skipped when no row's max moved).
+//   - O^T = O^T * alpha + V^T P^T: O stays in accumulator registers; alpha,
+//     one value per row, is a matrix loaded with stride 0 (skipped when no
+//     row's max moved).
 // Keys past the sequence are zero in the tile (unwritten slots may hold NaN
 // bits, which P = 0 would not cancel). fp8 values are exact in f16; k_scale
 // and v_scale apply in f32.
@@ -46,8 +47,9 @@ const uint D = PA_HEAD_SIZE;
 const uint DT = PA_HEAD_SIZE / 16u;        // 16-wide slices of the head
 const uint SG = PA_SUBGROUP_SIZE;
 const uint NW = PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE;   // subgroups
-const uint LPR = PA_SUBGROUP_SIZE / 16u;   // lanes per row of a 16x16 tile
-const uint CPL = 16u / LPR;                // columns each lane owns
+const uint BM = PA_BM;                     // rows: 8 (decode, GQA <= 8) or 16
+const uint LPR = PA_SUBGROUP_SIZE / PA_BM; // lanes per row of a 16-key tile
+const uint CPL = 16u / LPR;                // keys each lane owns in the softmax
 const uint CPL_MAX = 16u;
 
 // A 16-key tile that starts at a multiple of 16 lies in one block.
@@ -59,11 +61,14 @@ const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
 const uint PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const bool PREFETCH = PPL <= 8u;
 
-#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
-#define MatC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+// Transposed products, so that the rows are the matrices' N (8 or 16; both
+// are KHR shapes on NVIDIA): S^T = K Q^T and O^T += V^T P^T. Decode tiles of
+// 8 rows halve O's registers (16x8 slices), which lets more subgroups run.
+#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // K or V^T: 16 x 16
+#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
+#define MatC coopmat<float, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseAccumulator>   // S^T or O^T slice
 
-// O's 16-wide head slices are 16 separate variables, not an array: with an
+// O^T's 16-wide head slices are 16 separate variables, not an array: with an
 // array of 16 (head_size <= 256) the driver put the whole array in local
 // memory whenever some slices were unused, and decode ran 10% slower. Each
 // variable is live or dead as a whole. EACH_SLICE(F) applies F(j) for j < DT.
@@ -83,8 +88,8 @@ shared float16_t q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given (f16); the sc
 const uint STAGE_VEC4 = (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) >= 2u
     ? (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * (PA_HEAD_SIZE / 8u + 1u) : 4u * PA_HEAD_SIZE;
 shared uvec4 stage[STAGE_VEC4];
-shared float s_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];       // per subgroup: S
-shared float16_t p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];   // per subgroup: P
+shared float s_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];       // per subgroup: S [row][key]
+shared float16_t p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 256u];   // per subgroup: P [row][key]
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
@@ -98,12 +103,30 @@ void subgroup_sync() {
   controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
 }
 
+// Block-table entries of this subgroup's tiles, SG at a time: lane l holds
+// the entry of the subgroup's tile number window * SG + l, so that a tile's
+// block is a shuffle away rather than a load that the tile's loads wait for.
+int tb_entries = 0;
+uint tb_window = 0xFFFFFFFFu;
+
+// Entry of the subgroup's n-th tile (tile number warp + n * NW), for ALIGNED.
+int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
+  if (!ALIGNED) return 0;
+  if (n / SG != tb_window) {
+    tb_window = n / SG;
+    const int t = int(warp) + int(tb_window * SG + gl_SubgroupInvocationID) * int(NW);
+    tb_entries = t < num_tiles ? pa_raw_block(it.seq, a0 + 16 * t) : 0;
+  }
+  return subgroupShuffle(tb_entries, n % SG);
+}
+
 // Loads pieces first + i (i < 8) of this lane of the K or V tile of keys
 // [k0, k0 + 16), raw: piece number p of a lane is 8-element piece
 // lane + p * SG of the row-major [16][head_size] tile. Zero past the sequence.
-void load_pieces(PaItem it, int k0, bool is_value, uint first, out uvec4 raw[8]) {
+// entry: the tile's block-table entry (ALIGNED; tile_entry).
+void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
   uint64_t base = 0;
-  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k0), it.seq, k0));
+  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
@@ -133,14 +156,14 @@ void store_pieces(uvec4 raw[8], uint first, uint warp) {
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
 // `stage` one at a time, where used, so that few registers hold them.
-void stage_tile(PaItem it, int k0, bool is_value, uvec4 raw[8], uint warp) {
+void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
   if (PREFETCH) {
     store_pieces(raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
-      load_pieces(it, k0, is_value, g, now);
+      load_pieces(it, k0, entry, is_value, g, now);
       store_pieces(now, g, warp);
     }
   }
@@ -158,8 +181,8 @@ void main() {
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const PaItem it = pa_load_item(item);
 
-  if (tid < 16u) row_qpos[tid] = pa_row_position(it, tid);
-  for (uint i = tid; i < 16u * D; i += PA_WORKGROUP_SIZE) {
+  if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
+  for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
     // bf16 runs the scalar module; f16 bits go in unchanged.
     q_tile[(i / D) * Q_STRIDE + i % D] = uint16BitsToHalf(uint16_t(bits));
@@ -182,26 +205,29 @@ void main() {
   const int num_tiles = it.kv_end > a0 ? (it.kv_end - a0 + 15) / 16 : 0;
   uvec4 kraw[8], vraw[8];
   if (PREFETCH) {   // (all zeros past the end: no load)
-    load_pieces(it, a0 + 16 * int(warp), false, 0u, kraw);
-    load_pieces(it, a0 + 16 * int(warp), true, 0u, vraw);
+    const int entry = tile_entry(it, 0u, a0, num_tiles, warp);
+    load_pieces(it, a0 + 16 * int(warp), entry, false, 0u, kraw);
+    load_pieces(it, a0 + 16 * int(warp), entry, true, 0u, vraw);
   }
-  for (int t = int(warp); t < num_tiles; t += int(NW)) {
+  for (int t = int(warp), n = 0; t < num_tiles; t += int(NW), ++n) {
     const int k0 = a0 + 16 * t;
-    stage_tile(it, k0, false, kraw, warp);
-    MatC s = MatC(0.0);
+    const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
+    stage_tile(it, k0, entry, false, kraw, warp);
+    MatC s = MatC(0.0);   // S^T: keys x rows
     [[unroll]] for (uint j = 0; j < 16u; ++j) {
       if (j >= DT) continue;
-      MatA qa;
-      MatB kt;   // K^T slice j
-      coopMatLoad(qa, q_tile, 16u * j, Q_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(kt, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
-      s = coopMatMulAdd(qa, kt, s);
+      MatA ka;   // K, head slice j: keys x 16
+      MatB qb;   // Q^T, head slice j: 16 x rows
+      coopMatLoad(ka, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(qb, q_tile, 16u * j, Q_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+      s = coopMatMulAdd(ka, qb, s);
     }
-    coopMatStore(s, s_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-    stage_tile(it, k0, true, vraw, warp);
+    coopMatStore(s, s_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
+    stage_tile(it, k0, entry, true, vraw, warp);
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
-      load_pieces(it, k0 + 16 * int(NW), false, 0u, kraw);
-      load_pieces(it, k0 + 16 * int(NW), true, 0u, vraw);
+      const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
+      load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
+      load_pieces(it, k0 + 16 * int(NW), next, true, 0u, vraw);
     }
 
     // Logits, the tile's row max, alpha and P for this lane's columns.
@@ -230,18 +256,18 @@ void main() {
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
 
-    MatA pa;
-    coopMatLoad(pa, p_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    MatB pb;   // P^T: keys x rows
+    coopMatLoad(pb, p_tile, warp * 256u, 16u, gl_CooperativeMatrixLayoutColumnMajor);
     if (rescale) {
-      MatC am;   // element (r, c) = alpha of row r
-      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
+      MatC am;   // element (d, r) = alpha of row r
+      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
 #define RESCALE(j) o##j = o##j * am;
       EACH_SLICE(RESCALE)
     }
-#define ADD_PV(j)                                                                              \
-    MatB vt;   /* V slice j */                                                                 \
-    coopMatLoad(vt, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
-    o##j = coopMatMulAdd(pa, vt, o##j);
+#define ADD_PV(j)                                                                                    \
+    MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
+    coopMatLoad(va, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
+    o##j = coopMatMulAdd(va, pb, o##j);
     EACH_SLICE(ADD_PV)
     subgroup_sync();   // s_tile, p_tile and row_scale are read before the next tile writes them
   }
@@ -261,22 +287,22 @@ void main() {
     final_l[my_row] = ll;
   }
   subgroup_sync();
-  MatC fm;
-  coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
+  MatC fm;   // element (d, r) = this subgroup's factor of row r
+  coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
   for (uint w = 0; w < NW; ++w) {
     if (warp == w) {
 #define MERGE(j)                                                                    \
       MatC acc = o##j * fm;                                                         \
       if (w > 0u) {                                                                 \
         MatC prev;                                                                  \
-        coopMatLoad(prev, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutRowMajor); \
+        coopMatLoad(prev, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor); \
         acc = acc + prev;                                                           \
       }                                                                             \
-      coopMatStore(acc, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatStore(acc, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);   /* O[r][d] */
       EACH_SLICE(MERGE)
     }
     barrier();
   }
-  for (uint e = tid; e < 16u * D; e += PA_WORKGROUP_SIZE)
+  for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
     pa_write_result(it, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
 }

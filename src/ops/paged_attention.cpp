@@ -52,7 +52,13 @@ Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32
     };
     uint32_t nw = 4;
     while (nw > 1 && bytes(nw) > caps.max_shared_memory) nw /= 2;
-    return {16, 16, nw * sg};
+    // Rows are the matrices' N: 8 where the device has 16x8x16 (decode with
+    // GQA <= 8 then carries half the accumulators), else 16.
+    const bool has_n8 = std::any_of(caps.coopmat_shapes.begin(), caps.coopmat_shapes.end(), [](const CoopMatShape& s) {
+      return s.m == 16 && s.n == 8 && s.k == 16 && s.a_type == "f16" && s.b_type == "f16" && s.c_type == "f32" &&
+             s.result_type == "f32" && s.scope == "subgroup";
+    });
+    return {max_rows <= 8 && has_n8 ? 8u : 16u, 16, nw * sg};
   }
   // Scalar: the largest tile whose shared memory fits the device.
   auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
