@@ -107,14 +107,13 @@ void subgroup_sync() {
 // the entry of the subgroup's tile number window * SG + l, so that a tile's
 // block is a shuffle away rather than a load that the tile's loads wait for.
 int tb_entries = 0;
-uint tb_window = 0xFFFFFFFFu;
 
 // Entry of the subgroup's n-th tile (tile number warp + n * NW), for ALIGNED.
+// Tiles are asked for in order from n = 0, so a new window starts at n % SG == 0.
 int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
   if (!ALIGNED) return 0;
-  if (n / SG != tb_window) {
-    tb_window = n / SG;
-    const int t = int(warp) + int(tb_window * SG + gl_SubgroupInvocationID) * int(NW);
+  if (n % SG == 0u) {
+    const int t = int(warp) + int(n + gl_SubgroupInvocationID) * int(NW);
     tb_entries = t < num_tiles ? pa_raw_block(it.seq, a0 + 16 * t) : 0;
   }
   return subgroupShuffle(tb_entries, n % SG);
@@ -303,6 +302,7 @@ void main() {
     }
     barrier();
   }
+  const PaItem done = pa_load_item(item);   // loaded again: fewer registers live through the key loop
   for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
-    pa_write_result(it, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
+    pa_write_result(done, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
 }
