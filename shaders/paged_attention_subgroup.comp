@@ -2,10 +2,10 @@
 // Paged attention, matrix paths (coopmat, coopmat2): one workgroup per work
 // item of the plan (paged_attention_io.glsl: up to PA_BM rows of one sequence and
 // kv head, a range of keys). Each subgroup runs its own online softmax over
-// every NW-th tile of 16 keys, with 16x16x16 subgroup matrices, and the
-// subgroups' (O, m, l) are merged once at the end. There is no workgroup
-// barrier inside the key loop: decode tiles have 4-8 real rows of 16, and the
-// kernel must be bound by memory, not by synchronisation.
+// every NW-th tile of 16 keys, with KHR subgroup matrices (16 x 16 x rows),
+// and the subgroups' (O, m, l) are merged once at the end. There is no
+// workgroup barrier inside the key loop: decode has 4-8 rows per kv head, and
+// the kernel must be bound by memory, not by synchronisation.
 //
 // Per tile, in one subgroup:
 //   - K and V arrive as 16-byte loads in registers, issued a tile ahead (the
@@ -22,9 +22,10 @@
 // bits, which P = 0 would not cancel). fp8 values are exact in f16; k_scale
 // and v_scale apply in f32.
 //
-// The coopmat2 module is this same code: whole-workgroup matrices need
-// workgroup barriers per tile and waste most of a 16-row matrix on 4-row
-// decode tiles (they decoded at 174 GB/s on an H200).
+// The coopmat2 module is this same code (a coopmat2 device has the KHR
+// matrices): whole-workgroup matrices need workgroup barriers per tile and
+// waste most of a 16-row matrix on 4-row decode tiles (an earlier kernel built
+// on them decoded at 174 GB/s on an H200, against 2982 GB/s here).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -56,8 +57,8 @@ const uint CPL_MAX = 16u;
 const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
 // 8-element pieces of a K or V tile each lane loads. The next tile's pieces
 // are loaded a phase ahead when they fit 8 registers of 16 bytes for K and 8
-// for V (head_size <= 128 with 32 lanes); larger register arrays ended up in
-// local memory, whose stores wait for the loads and undo the prefetch.
+// for V (head_size <= 128 with 32 lanes): 64 registers, the most that still
+// lets two workgroups share an SM (170 registers in all on an H200).
 const uint PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const bool PREFETCH = PPL <= 8u;
 
