@@ -1,6 +1,7 @@
 // paged_attention against the float64 reference: varlen batches mixing decode
-// and chunked prefill; GQA ratios; head sizes (80: not a power of two); every
-// cache layout and dtype (fp8 included); block sizes (48: not a power of two);
+// and chunked prefill; GQA ratios; head sizes (80, 96, 112, 192: not powers of two); every
+// cache layout and dtype (fp8 included); block sizes (48: not a power of two;
+// 24: a 16-key tile straddles blocks);
 // sliding window, softcap, ALiBi, sinks, qq_bias, LSE; q and out dtypes (fp8
 // out included); caches of 32768 blocks with the used ones at the top;
 // segmented (split-KV) against unsegmented; rows that see no key; bad input.
@@ -167,6 +168,31 @@ std::vector<Combo> combos() {
     c.sinks = true;
     c.alibi = true;
     add("gpu_decode_h32x8_d128_bf16_hnd_bs16_sinks_alibi", c, true);
+  }
+  // The matrix kernel's other branches (paged_attention_subgroup.comp): head
+  // sizes 96/112/192 (192: no register prefetch), block sizes that are not
+  // multiples of 16 (a 16-key tile straddles blocks), 8-row decode tiles with
+  // split-KV.
+  {
+    auto c = make(kDecode, 16, 2, 96, 24, DType::f16, KvLayout::nhd, 306);
+    c.sliding_window = 64;
+    c.split = SplitKv::on;
+    c.num_segments = 5;
+    add("gpu_decode_h16x2_d96_f16_nhd_bs24_window64_split5", c, true);
+  }
+  {
+    auto c = make(kMixed, 6, 2, 112, 32, DType::fp8_e5m2, KvLayout::hnd, 307);
+    c.alibi = true;
+    c.qq_bias = true;
+    c.with_lse = true;
+    add("gpu_mixed_h6x2_d112_e5m2_hnd_bs32_alibi_qqbias_lse", c, true);
+  }
+  {
+    auto c = make(kDecode, 16, 2, 192, 16, DType::fp8_e4m3, KvLayout::split, 308);
+    c.sinks = true;
+    c.softcap = 50;
+    c.out_dtype = DType::f32;
+    add("gpu_decode_h16x2_d192_e4m3_split_bs16_sinks_softcap", c, true);
   }
   return v;
 }
