@@ -1,7 +1,7 @@
 // Plan-level guarantees of paged attention: the kernel never reads outside the
 // cache, even when the block table it reads is changed after the plan checked
 // it (entries are bounds-checked on the device, reported, and replaced by
-// block 0); and the path a plan picks.
+// block 0); the path a plan picks; and when it splits the KV range.
 #include <cstring>
 
 #include "abi/paged_attention.h"
@@ -56,6 +56,28 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
   EXPECT_EQ(decode.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(prefill.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(bf16.path(), Path::scalar);   // no bf16 matrices yet
+}
+
+// The automatic split decision, with the H200 measurements behind it
+// (src/ops/paged_attention.cpp): 8 work items per sequence (32/8 heads).
+TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
+  using detail::automatic_segments;
+  const uint32_t sms = 132;
+  // Matrix kernel: one workgroup per SM for short segments...
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 32768), 16u);     // B=1 ctx=32768: 128 workgroups
+  EXPECT_EQ(automatic_segments(Path::coopmat, sms, 8, 4096), 16u);       // B=1 ctx=4096 (>= 256 keys each)
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 4096), 1u);     // B=16 ctx=4096: no split
+  // ... two when each segment keeps >= 4096 keys.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 32768), 2u);    // B=16 ctx=32768: 256 workgroups
+  // Enough work items already: never split.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 512, 4096), 1u);     // B=64
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, 264, 32768), 1u);
+  // Scalar kernel: about 4 workgroups per SM, at most 64 segments of >= 256 keys.
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 32768), 64u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 1000), 3u);
+  // Short sequences, empty batches.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 100), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 0, 32768), 1u);
 }
 
 }  // namespace

@@ -133,6 +133,26 @@ void check_batch(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype, co
 
 }  // namespace
 
+uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int64_t max_range) {
+  if (items == 0 || items >= 2 * sms) return 1;
+  const uint32_t by_length = static_cast<uint32_t>(std::min<int64_t>(max_range / 256, 64));   // >= 256 keys each
+  uint32_t by_fill;
+  if (path == Path::scalar) {
+    by_fill = (4 * sms + items - 1) / items;
+  } else {
+    // paged_attention_subgroup.comp, measured on an H200 (132 SMs, two
+    // workgroups fit an SM), Hq 32 / Hkv 8, d 128: at most one workgroup per
+    // SM unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
+    // segments 66 us (an earlier build: 17 segments 110 us, four SMs ran two);
+    // B=16 ctx=4096: no split 98 us, 2 segments 104 us. Two per SM pays when
+    // each subgroup then still has >= 64 tiles (B=16 ctx=32768).
+    const uint32_t one = std::max<uint32_t>(1, sms / items);
+    const uint32_t two = std::max<uint32_t>(1, 2 * sms / items);
+    by_fill = max_range / two >= 4096 ? two : one;
+  }
+  return std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
+}
+
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
                                        const PagedAttentionBatch& batch, const PagedAttentionOptions& options)
     : data_(std::make_unique<PagedAttentionPlanData>()) {
@@ -186,23 +206,8 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
   uint32_t segments = 1;
   if (options.split == SplitKv::on) {
     segments = options.num_segments ? options.num_segments : std::max<uint32_t>(2, (4 * sms + base.size() - 1) / std::max<size_t>(base.size(), 1));
-  } else if (options.split == SplitKv::automatic && !base.empty() && base.size() < 2 * sms) {
-    const uint32_t by_length = static_cast<uint32_t>(max_range / 256);   // segments of at least 256 keys
-    uint32_t by_fill;
-    if (p.path == Path::scalar) {
-      by_fill = static_cast<uint32_t>((4 * sms + base.size() - 1) / base.size());
-    } else {
-      // paged_attention_subgroup.comp, measured on an H200 (132 SMs, two
-      // workgroups fit an SM), Hq 32 / Hkv 8, d 128: at most one workgroup per
-      // SM unless segments stay long. B=1 ctx=32768: 16 segments 64 us, 17
-      // segments 110 us (4 SMs ran two), 64 segments 91 us; B=16 ctx=4096: no
-      // split 108 us, 5 segments 138 us. Two per SM pays when each subgroup
-      // then still has >= 64 tiles (B=16 ctx=32768).
-      const uint32_t one = std::max<uint32_t>(1, sms / static_cast<uint32_t>(base.size()));
-      const uint32_t two = std::max<uint32_t>(1, 2 * sms / static_cast<uint32_t>(base.size()));
-      by_fill = max_range / two >= 4096 ? two : one;
-    }
-    segments = std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
+  } else if (options.split == SplitKv::automatic) {
+    segments = automatic_segments(p.path, sms, static_cast<uint32_t>(base.size()), max_range);
   }
   segments = std::clamp<uint32_t>(segments, 1, 256);
   // Partial results take num_tokens * num_q_heads * segments * (head_size + 2) floats.

@@ -18,4 +18,9 @@ struct PagedAttentionPlanData {
   Buffer dummy;     // bound where an optional view is absent
 };
 
+// Segments of an automatically split plan (1: no split): split only when the
+// batch's work items give fewer than 2 workgroups per multiprocessor; the rule
+// per kernel is explained where it is defined. max_range: longest sequence.
+uint32_t automatic_segments(Path path, uint32_t multiprocessors, uint32_t items, int64_t max_range);
+
 }  // namespace vkattn::detail
