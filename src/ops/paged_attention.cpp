@@ -43,8 +43,9 @@ Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype) {
 // Rows per workgroup (bm), keys per tile (bn) and invocations.
 Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32_t max_rows) {
   if (path != Path::scalar) {
-    // paged_attention_subgroup.comp: 16 rows, tiles of 16 keys, as many
-    // subgroups (up to 4) as its shared memory allows. Mirrors its shared arrays.
+    // paged_attention_subgroup.comp: 8 or 16 rows, tiles of 16 keys, as many
+    // subgroups (up to 4) as its shared memory allows (bytes() mirrors its
+    // shared arrays; head size 256 gets 2).
     const uint32_t sg = caps.subgroup_size;
     auto bytes = [&](uint32_t nw) {
       return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
