@@ -59,6 +59,23 @@ INSTANTIATE_TEST_SUITE_P(AllDtypesAndLayouts, WriteKvCacheCombos, ::testing::Val
 
 class WriteKvCache : public VkTest {};
 
+// vkattn run spins the GPU up through this hook (timings otherwise come from
+// a slow-clock state on some GPUs): it runs once, after the checks, only when
+// the op is timed.
+TEST_F(WriteKvCache, RunnerCallsBeforeTimingOnlyWhenTiming) {
+  if (ctx().capabilities().timestamp_period_ns <= 0) GTEST_SKIP() << "no timestamp queries";
+  WriteKvCacheCase c = small_case(DType::f16, KvLayout::nhd, DType::f16, DType::i32, 11);
+  int calls = 0;
+  c.before_timing = [&calls] { ++calls; };
+  EXPECT_TRUE(tool::run_write_kv_cache(ctx(), c).pass);
+  EXPECT_EQ(calls, 0);   // timing_repetitions = 0
+  c.timing_repetitions = 2;
+  auto r = tool::run_write_kv_cache(ctx(), c);
+  EXPECT_TRUE(r.pass);
+  EXPECT_EQ(calls, 1);
+  EXPECT_GT(r.gpu_us, 0.0);
+}
+
 TEST_F(WriteKvCache, BlockSizeThatIsNotAPowerOfTwo) {
   for (KvLayout l : {KvLayout::nhd, KvLayout::split}) {
     auto c = small_case(DType::f16, l, DType::f32, DType::i64, 11);

@@ -1,6 +1,7 @@
 #include <vkattn/vkattn.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "bench/ceilings.hpp"
@@ -35,6 +36,12 @@ int run_and_report(const DeviceFlags& dev, const char* kernel, Run&& run) {
   return ctx.validation_messages().empty() ? rc : 1;
 }
 
+// As vkattn bench: GPU clocks up before timing (bench/ceilings.hpp); a short
+// one on CPU devices.
+std::function<void()> spin_up_before_timing(Context& ctx) {
+  return [&ctx] { spin_up(ctx, ctx.capabilities().device_type == "CPU"); };
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -57,7 +64,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     WriteKvCacheCase c = wf.apply();
     return run_and_report(dev, "write_kv_cache", [&](Context& ctx) {
-      c.before_timing = [&ctx] { spin_up(ctx, ctx.capabilities().device_type == "CPU"); };   // as vkattn bench: ceilings.hpp
+      c.before_timing = spin_up_before_timing(ctx);
       return run_write_kv_cache(ctx, c);
     });
   }
@@ -70,7 +77,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     PagedAttentionCase c = pf.apply();   // flag errors before the device opens
     return run_and_report(dev, "paged_attention", [&](Context& ctx) {
-      c.before_timing = [&ctx] { spin_up(ctx, ctx.capabilities().device_type == "CPU"); };   // as vkattn bench: ceilings.hpp
+      c.before_timing = spin_up_before_timing(ctx);
       return run_paged_attention(ctx, c);
     });
   }
