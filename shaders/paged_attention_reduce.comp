@@ -4,9 +4,10 @@
 // softmax as the attention kernel, adds the sink once, and writes the output
 // (and LSE).
 //
-// Every step spreads the segments over the invocations: a loop over up to 64
-// segments' loads, one after another, cost more than the attention itself
-// for a single long sequence (the loads waited on each other's latency).
+// Every step spreads the segments over the invocations, and loads that do not
+// depend on each other are issued together: a loop over up to 64 segments'
+// loads, one after another, cost more than the attention itself for a single
+// long sequence (the loads waited on each other's latency).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -31,21 +32,30 @@ layout(set = 0, binding = 4, std430) readonly buffer Scratch { float scratch[]; 
 
 const uint WG = PR_WORKGROUP_SIZE;
 const uint MAX_SEGMENTS = 256u;   // the plan's limit
+// Segments whose partial outputs an invocation loads before the statistics
+// are combined, so that both loads are in flight together.
+const uint EARLY = 16u;
 shared float seg_weight[MAX_SEGMENTS];   // exp(m_s - m) of each segment
-shared float partial[PR_WORKGROUP_SIZE];
+shared float partial_m[PR_WORKGROUP_SIZE], partial_l[PR_WORKGROUP_SIZE];
 
-// Max (is_max) or sum of every invocation's x, returned to all.
-float workgroup_reduce(float x, bool is_max) {
+// Combines every invocation's (m, l) into the row's, returned to all: one
+// tree, each step the online-softmax merge.
+void workgroup_merge(inout float m, inout float l) {
   const uint tid = gl_LocalInvocationIndex;
-  partial[tid] = x;
+  partial_m[tid] = m;
+  partial_l[tid] = l;
   barrier();
   for (uint half_n = WG / 2u; half_n > 0u; half_n /= 2u) {
-    if (tid < half_n) partial[tid] = is_max ? max(partial[tid], partial[tid + half_n]) : partial[tid] + partial[tid + half_n];
+    if (tid < half_n) {
+      float mm = partial_m[tid], ll = partial_l[tid];
+      vka_softmax_merge(mm, ll, partial_m[tid + half_n], partial_l[tid + half_n]);
+      partial_m[tid] = mm;
+      partial_l[tid] = ll;
+    }
     barrier();
   }
-  const float r = partial[0];
-  barrier();   // partial is reused by the next reduction
-  return r;
+  m = partial_m[0];
+  l = partial_l[0];
 }
 
 void main() {
@@ -55,27 +65,33 @@ void main() {
   const uint token = row / hdr.num_q_heads, head = row % hdr.num_q_heads;
   const uint S = hdr.num_segments;
   const uint stats = hdr.num_tokens * hdr.num_q_heads * S * PR_HEAD_SIZE + row * S * 2u;
+  const uint o0 = row * S * PR_HEAD_SIZE;
 
-  float m = VKA_NEG_INF;
-  for (uint s = tid; s < S; s += WG) m = max(m, scratch[stats + s * 2u]);
-  m = workgroup_reduce(m, true);
-  float l = 0.0;
-  for (uint s = tid; s < S; s += WG) {
-    const float w = vka_exp_diff(scratch[stats + s * 2u], m);
-    seg_weight[s] = w;
-    l += scratch[stats + s * 2u + 1u] * w;
-  }
-  l = workgroup_reduce(l, false);   // its barriers also publish seg_weight
+  // Every load that does not depend on another is issued first: the sink, the
+  // segments' (m, l), and the first EARLY segments' outputs of column tid.
+  const float sink = PR_HAS_SINKS != 0u ? fwords[hdr.sinks_at + head] : VKA_NEG_INF;
+  float early[EARLY];
+  [[unroll]] for (uint i = 0; i < EARLY; ++i)
+    early[i] = i < S && tid < PR_HEAD_SIZE ? scratch[o0 + i * PR_HEAD_SIZE + tid] : 0.0;
+  const float my_m = tid < S ? scratch[stats + tid * 2u] : VKA_NEG_INF;   // segment tid's
+  float m = my_m, l = tid < S ? scratch[stats + tid * 2u + 1u] : 0.0;
+  for (uint s = tid + WG; s < S; s += WG) vka_softmax_merge(m, l, scratch[stats + s * 2u], scratch[stats + s * 2u + 1u]);
+  workgroup_merge(m, l);
+  for (uint s = tid; s < S; s += WG) seg_weight[s] = vka_exp_diff(s == tid ? my_m : scratch[stats + s * 2u], m);
+  barrier();
 
   float factor, lse;
-  const float sink = PR_HAS_SINKS != 0u ? fwords[hdr.sinks_at + head] : VKA_NEG_INF;
   vka_softmax_finish(m, l, PR_HAS_SINKS != 0u, sink, factor, lse);
 
-  const uint o0 = row * S * PR_HEAD_SIZE;
   for (uint d = tid; d < PR_HEAD_SIZE; d += WG) {
-    // Eight segments' loads at a time, issued before any is used.
     float acc = 0.0;
-    for (uint s = 0; s < S; s += 8u) {
+    uint s = 0u;
+    if (d == tid) {
+      [[unroll]] for (uint i = 0; i < EARLY; ++i) acc += i < S ? early[i] * seg_weight[i] : 0.0;
+      s = EARLY;
+    }
+    // The rest eight segments at a time, their loads issued before any is used.
+    for (; s < S; s += 8u) {
       float v[8];
       [[unroll]] for (uint i = 0; i < 8u; ++i) v[i] = s + i < S ? scratch[o0 + (s + i) * PR_HEAD_SIZE + d] : 0.0;
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc += s + i < S ? v[i] * seg_weight[s + i] : 0.0;
@@ -83,10 +99,8 @@ void main() {
     const float value = acc * factor;
     const uint at = pc.out_offset + token * pc.out_token_stride + head * pc.out_head_stride + d;
     if (PR_OUT_DTYPE == DTYPE_F32) out32[at] = value;
-    else if (PR_OUT_DTYPE == DTYPE_F16) out16[at] = uint16_t(vka_f32_to_f16(value));
-    else if (PR_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_f32_to_bf16(value));
-    else if (PR_OUT_DTYPE == DTYPE_FP8_E4M3) out8[at] = uint8_t(vka_f32_to_e4m3(value * hdr.out_inv_scale));
-    else out8[at] = uint8_t(vka_f32_to_e5m2(value * hdr.out_inv_scale));
+    else if (PR_OUT_DTYPE == DTYPE_F16 || PR_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PR_OUT_DTYPE, value));
+    else out8[at] = uint8_t(vka_encode(PR_OUT_DTYPE, value * hdr.out_inv_scale));
   }
   if (PR_WRITE_LSE != 0u && tid == 0u) lse_out[pc.lse_offset + token * pc.lse_token_stride + head] = lse;
 }

@@ -61,13 +61,6 @@ void load8(bool is_value, uint index, out float x[8]) {
   }
 }
 
-uint encode(float x) {
-  if (WKV_CACHE_DTYPE == DTYPE_F16) return vka_f32_to_f16(x);
-  if (WKV_CACHE_DTYPE == DTYPE_BF16) return vka_f32_to_bf16(x);
-  if (WKV_CACHE_DTYPE == DTYPE_FP8_E4M3) return vka_f32_to_e4m3(x);
-  return vka_f32_to_e5m2(x);
-}
-
 // Stores 8 encoded elements; `contiguous`: element i lives at `address + i * ESIZE`,
 // otherwise at `address + i * stride_bytes`.
 void store8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint code[8]) {
@@ -126,8 +119,8 @@ void main() {
     load8(true, pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d, v);
     uint kc[8], vc[8];
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
-      kc[j] = encode(FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
-      vc[j] = encode(FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
+      kc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
+      vc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
     }
     uint ke = vka_kv_element_in_block(WKV_LAYOUT, false, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
     uint ve = vka_kv_element_in_block(WKV_LAYOUT, true, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);

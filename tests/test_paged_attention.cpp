@@ -194,6 +194,16 @@ std::vector<Combo> combos() {
     c.out_dtype = DType::f32;
     add("gpu_decode_h16x2_d192_e4m3_split_bs16_sinks_softcap", c, true);
   }
+  {
+    // 64 decode sequences of 200..499 keys: 512 even work items, which the
+    // plan runs in workgroups of 2 subgroups on a GPU of <= 170 SMs
+    // (detail::matrix_subgroups).
+    Seqs many;
+    for (uint32_t i = 0; i < 64; ++i) many.push_back({1, 200 + (i * 37) % 300});
+    auto c = make(many, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 309);
+    c.with_lse = true;
+    add("gpu_decode_h32x8_d128_f16_nhd_bs16_64seqs", c, true);
+  }
   return v;
 }
 

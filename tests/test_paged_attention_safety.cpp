@@ -80,5 +80,29 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 0, 32768), 1u);
 }
 
+// Subgroups per workgroup of the matrix kernel (H200 measurements in
+// src/ops/paged_attention.cpp): 2 for many even items, else the most that fit.
+TEST(PagedAttentionPlanSubgroups, TwoOnlyForManyEvenItems) {
+  using detail::matrix_subgroups;
+  const uint32_t sms = 132;
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(512, 4096)), 2u);    // B=64 ctx=4096
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(2048, 512)), 2u);    // B=256 ctx=512
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(128, 4096)), 4u);    // B=16 ctx=4096: too few
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(395, 4096)), 4u);    // just under 3 per SM
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(396, 4096)), 2u);
+  EXPECT_EQ(matrix_subgroups(2, sms, std::vector<int64_t>(512, 4096)), 2u);    // head size 256: 2 already
+  // Uneven items (one long prefill among short decodes) keep 4.
+  std::vector<int64_t> uneven(500, 100);
+  uneven.push_back(20000);
+  EXPECT_EQ(matrix_subgroups(4, sms, uneven), 4u);
+  // Exactly twice the mean is still even.
+  std::vector<int64_t> edge(400, 100);
+  edge[0] = 200 + 1;   // mean 100.25 -> twice 200.5 < 201: uneven
+  EXPECT_EQ(matrix_subgroups(4, sms, edge), 4u);
+  edge[0] = 200;       // mean 100.25 -> twice 200.5 >= 200: even
+  EXPECT_EQ(matrix_subgroups(4, sms, edge), 2u);
+  EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -83,6 +83,7 @@ class PagedAttentionPlan {
   bool split() const;             // whether the KV range is split into segments
   uint32_t num_segments() const;  // 1 when not split
   uint32_t num_work_items() const;
+  uint32_t workgroup_size() const;  // invocations per workgroup of the attention kernel
   Path path() const;              // the kernel path it runs on (bf16 inputs run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }
 

@@ -18,6 +18,8 @@
 #ifndef VKATTN_NUMBER_FORMATS_GLSL
 #define VKATTN_NUMBER_FORMATS_GLSL
 
+#include "abi/common.h"   // DTYPE_*
+
 // Generic encoder; the wrappers pass constants and the compiler folds them.
 // max_bits / nan_bits are magnitudes (sign clear), listed explicitly because
 // e4m3fn keeps finite values in its all-ones exponent.
@@ -105,5 +107,15 @@ float vka_e4m3_to_f32(uint bits) { return vka_nf_decode(bits, 4, 3, 7, 0x7Eu, fa
 
 uint vka_f32_to_e5m2(float x) { return vka_nf_encode(x, 5, 2, 15, 0x7Bu, 0x7Eu); }
 float vka_e5m2_to_f32(uint bits) { return vka_nf_decode(bits, 5, 2, 15, 0x7Bu, true); }
+
+// x in the narrow format `dtype` (DTYPE_F16, DTYPE_BF16, DTYPE_FP8_E4M3 or
+// DTYPE_FP8_E5M2): the bits to store. Kernels pass a specialization constant,
+// so only one branch remains.
+uint vka_encode(uint dtype, float x) {
+  if (dtype == DTYPE_F16) return vka_f32_to_f16(x);
+  if (dtype == DTYPE_BF16) return vka_f32_to_bf16(x);
+  if (dtype == DTYPE_FP8_E4M3) return vka_f32_to_e4m3(x);
+  return vka_f32_to_e5m2(x);
+}
 
 #endif  // VKATTN_NUMBER_FORMATS_GLSL

@@ -20,6 +20,13 @@ float vka_softmax_rescale(inout float m, inout float l, float tile_max) {
   return alpha;
 }
 
+// Merges another partial softmax (m2, l2) of the same row into (m, l).
+void vka_softmax_merge(inout float m, inout float l, float m2, float l2) {
+  const float m_new = max(m, m2);
+  l = l * vka_exp_diff(m, m_new) + l2 * vka_exp_diff(m2, m_new);
+  m = m_new;
+}
+
 // Final normaliser with an optional sink logit (one extra term in the
 // denominator, no value): returns the factor that turns the accumulator into
 // the output, and the log-sum-exp. Rows with nothing (l = 0, no sink) give

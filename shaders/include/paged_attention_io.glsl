@@ -167,13 +167,6 @@ float pa_logit(PaItem it, float s, uint r, int q_pos, int k_pos) {
   return vka_logit(s, p, q_pos, k_pos, it.kv_end, bias);
 }
 
-uint pa_encode_out(float x) {
-  if (PA_OUT_DTYPE == DTYPE_F16) return vka_f32_to_f16(x);
-  if (PA_OUT_DTYPE == DTYPE_BF16) return vka_f32_to_bf16(x);
-  if (PA_OUT_DTYPE == DTYPE_FP8_E4M3) return vka_f32_to_e4m3(x * hdr.out_inv_scale);
-  return vka_f32_to_e5m2(x * hdr.out_inv_scale);
-}
-
 // Element d of local row r's result, from its unnormalised accumulator o and
 // softmax state (m, l): the output (and LSE, written with d == 0) without
 // split-KV; with it, this segment's partial result for paged_attention_reduce.
@@ -198,8 +191,8 @@ void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
   const float value = o * factor;
   const uint at = pc.out_offset + token * pc.out_token_stride + head * pc.out_head_stride + d;
   if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = value;
-  else if (PA_OUT_DTYPE == DTYPE_F16 || PA_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(pa_encode_out(value));
-  else out8[at] = uint8_t(pa_encode_out(value));
+  else if (PA_OUT_DTYPE == DTYPE_F16 || PA_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, value));
+  else out8[at] = uint8_t(vka_encode(PA_OUT_DTYPE, value * hdr.out_inv_scale));
   if (PA_WRITE_LSE != 0u && d == 0u) lse_out[pc.lse_offset + token * pc.lse_token_stride + head] = lse;
 }
 #endif

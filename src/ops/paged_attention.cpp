@@ -45,7 +45,8 @@ Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32
   if (path != Path::scalar) {
     // paged_attention_subgroup.comp: 8 or 16 rows, tiles of 16 keys, as many
     // subgroups (up to 4) as its shared memory allows (bytes() mirrors its
-    // shared arrays; head size 256 gets 2).
+    // shared arrays; head size 256 gets 2). The plan may then take fewer
+    // (matrix_subgroups).
     const uint32_t sg = caps.subgroup_size;
     auto bytes = [&](uint32_t nw) {
       return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
@@ -154,6 +155,26 @@ uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int
   return std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
 }
 
+uint32_t detail::matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const std::vector<int64_t>& item_keys) {
+  // Many items of about the same length run faster in workgroups of 2
+  // subgroups: at 168 registers an SM holds 6 of them (12 subgroups) against
+  // 3 of 4, and each workgroup's fixed cost (query, first loads, the final
+  // merge) is paid by half as many subgroups. H200, Hq 32 / Hkv 8, d 128,
+  // 4 -> 2 subgroups: B=64 ctx=512 67.8 -> 59.4 us, ctx=4096 357.8 -> 348.4 us;
+  // B=256 ctx=512 253.4 -> 218.8 us, ctx=4096 1410 -> 1382 us. Fewer items
+  // leave SMs idle (B=16 ctx=4096, 128 items: 94 -> 160 us), and uneven ones
+  // wait on the longest item, which 2 subgroups take twice as long over (a
+  // varlen batch of 424 items: 132 -> 190 us).
+  if (max_subgroups <= 2 || item_keys.size() < 3 * size_t(sms)) return max_subgroups;
+  int64_t total = 0, longest = 0;
+  for (int64_t k : item_keys) {
+    total += k;
+    longest = std::max(longest, k);
+  }
+  const bool even = longest * int64_t(item_keys.size()) <= 2 * total;   // longest <= twice the mean
+  return even ? 2 : max_subgroups;
+}
+
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
                                        const PagedAttentionBatch& batch, const PagedAttentionOptions& options)
     : data_(std::make_unique<PagedAttentionPlanData>()) {
@@ -235,6 +256,13 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
     }
   }
   p.num_items = static_cast<uint32_t>(items.size() / abi::PA_ITEM_WORDS);
+  if (p.path != Path::scalar) {
+    std::vector<int64_t> keys(p.num_items);
+    for (uint32_t i = 0; i < p.num_items; ++i)
+      keys[i] = int64_t(items[i * abi::PA_ITEM_WORDS + abi::PA_ITEM_KV_END]) - int64_t(items[i * abi::PA_ITEM_WORDS + abi::PA_ITEM_KV_BEGIN]);
+    const uint32_t sg = caps.subgroup_size;
+    p.workgroup = matrix_subgroups(p.workgroup / sg, sms, keys) * sg;
+  }
 
   // Metadata: header, then query_start_loc, seq_lens, block_table, items, alibi, sinks, qq_bias.
   abi::PagedAttentionMeta h{};
@@ -286,6 +314,7 @@ uint32_t PagedAttentionPlan::head_size() const { return data_->cache.head_size; 
 bool PagedAttentionPlan::split() const { return data_->split; }
 uint32_t PagedAttentionPlan::num_segments() const { return data_->num_segments; }
 uint32_t PagedAttentionPlan::num_work_items() const { return data_->num_items; }
+uint32_t PagedAttentionPlan::workgroup_size() const { return data_->workgroup; }
 Path PagedAttentionPlan::path() const { return data_->path; }
 
 void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const TensorView& q,

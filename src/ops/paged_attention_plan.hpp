@@ -2,6 +2,8 @@
 #pragma once
 #include <vkattn/paged_attention.hpp>
 
+#include <vector>
+
 namespace vkattn::detail {
 
 struct PagedAttentionPlanData {
@@ -22,5 +24,9 @@ struct PagedAttentionPlanData {
 // batch's work items give fewer than 2 workgroups per multiprocessor; the rule
 // per kernel is explained where it is defined. max_range: longest sequence.
 uint32_t automatic_segments(Path path, uint32_t multiprocessors, uint32_t items, int64_t max_range);
+
+// Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
+// its shared memory allows), from the work items' key counts (after any split).
+uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t multiprocessors, const std::vector<int64_t>& item_keys);
 
 }  // namespace vkattn::detail

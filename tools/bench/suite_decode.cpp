@@ -108,7 +108,8 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
                  {"block_size", std::to_string(bs)}, {"cache", std::string(dtype_name(sh.dtype))},
                  {"layout", std::string(layout_name(sh.layout))}, {"dtype", "f16"}, {"copies", std::to_string(copies)},
                  {"split", p0.split() ? "on" : "off"}, {"segments", std::to_string(p0.num_segments())},
-                 {"work_items", std::to_string(p0.num_work_items())}, {"path", std::string(path_name(p0.path()))}});
+                 {"work_items", std::to_string(p0.num_work_items())}, {"path", std::string(path_name(p0.path()))},
+                 {"workgroup_size", std::to_string(p0.workgroup_size())}});
   BenchOp op;
   op.info.name = name;
   op.info.params = std::move(params);

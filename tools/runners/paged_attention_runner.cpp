@@ -537,7 +537,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.qq_bias) s << ", qq_bias";
   if (c.with_lse) s << ", lse";
   s << ", " << (plan.split() ? "split into " + std::to_string(plan.num_segments()) + " segments" : std::string("not split"))
-    << ", " << plan.num_work_items() << " work items, seed " << c.seed;
+    << ", " << plan.num_work_items() << " work items in workgroups of " << plan.workgroup_size() << ", seed " << c.seed;
   r.summary = s.str();
   return r;
 }
