@@ -251,6 +251,7 @@ TEST_P(PagedAttentionSegments, AgreeWithUnsegmented) {
   for (uint32_t segments : {0u, 2u, 3u, 7u, 64u}) {
     c.split = SplitKv::on;
     c.num_segments = segments;
+    c.runs = 2;   // a plan runs again: the second run (its partial results reused) must be right too
     tool::PagedAttentionOutputs got;
     auto rs = tool::run_paged_attention(ctx(), c, &got);
     EXPECT_TRUE(rs.pass) << "num_segments " << segments << ": " << rs.summary << "\n" << rs.failure;

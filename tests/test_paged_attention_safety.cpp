@@ -65,7 +65,7 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   const uint32_t sms = 132;
   // Matrix kernel: one workgroup per SM for short segments...
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 32768), 16u);     // B=1 ctx=32768: 128 workgroups
-  EXPECT_EQ(automatic_segments(Path::coopmat, sms, 8, 4096), 16u);       // B=1 ctx=4096 (>= 256 keys each)
+  EXPECT_EQ(automatic_segments(Path::coopmat, sms, 8, 4096), 16u);       // B=1 ctx=4096
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 4096), 1u);     // B=16 ctx=4096: no split
   // ... two when each segment keeps >= 4096 keys.
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 32768), 2u);    // B=16 ctx=32768: 256 workgroups
@@ -75,8 +75,12 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   // Scalar kernel: about 4 workgroups per SM, at most 64 segments of >= 256 keys.
   EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 32768), 64u);
   EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 1000), 3u);
-  // Short sequences, empty batches.
+  // Short sequences: the matrix kernel's segments keep >= 64 keys, the scalar one's >= 256.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 512), 8u);       // B=1 ctx=512
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 1024), 16u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 512), 2u);
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 100), 1u);
+  // Empty batches.
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 0, 32768), 1u);
 }
 

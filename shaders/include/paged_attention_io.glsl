@@ -4,6 +4,9 @@
 // element), turning a score into a logit for a row, and writing a row's result
 // (final output and LSE, or a split-KV partial for paged_attention_reduce).
 // Include after abi/paged_attention.h (the spec constants) and before main().
+// Loops over the workgroup step by PA_WORKGROUP_SIZE, never gl_WorkGroupSize:
+// the kernels declare local_size_x_id after this file, and until then glslang
+// gives gl_WorkGroupSize as (1, 1, 1), so every invocation did all the work.
 #ifndef VKATTN_PAGED_ATTENTION_IO_GLSL
 #define VKATTN_PAGED_ATTENTION_IO_GLSL
 #include "attention_logits.glsl"
@@ -74,7 +77,7 @@ shared uint64_t pa_chunk_base[2u * PA_MAX_CHUNKS];
 // Every invocation calls it; a barrier() must follow before pa_block_address.
 void pa_load_chunk_bases() {
   const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS);
-  for (uint i = gl_LocalInvocationIndex; i < 2u * n; i += gl_WorkGroupSize.x)
+  for (uint i = gl_LocalInvocationIndex; i < 2u * n; i += PA_WORKGROUP_SIZE)
     pa_chunk_base[(i < n ? 0u : PA_MAX_CHUNKS) + i % n] = VkaChunkTable(pc.chunk_table_address).address[i];
 }
 

@@ -137,11 +137,16 @@ void check_batch(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype, co
 
 uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int64_t max_range) {
   if (items == 0 || items >= 2 * sms) return 1;
-  const uint32_t by_length = static_cast<uint32_t>(std::min<int64_t>(max_range / 256, 64));   // >= 256 keys each
-  uint32_t by_fill;
+  uint32_t by_fill, min_keys;
   if (path == Path::scalar) {
     by_fill = (4 * sms + items - 1) / items;
+    min_keys = 256;
   } else {
+    // Segments as short as one 16-key tile per subgroup (64 keys) pay when the
+    // batch is small: B=1 ctx=512 took 16.6 us in 2 segments, 14.5 in 4 and
+    // 13.3 in 8; ctx=1024 16.7 us in 4, 14.4 in 8, 13.6 in 16 (`vkattn run`,
+    // cache in L2; `vkattn bench decode`, cold: ctx=512 17.7 -> 14.5 us).
+    min_keys = 64;
     // paged_attention_subgroup.comp, measured on an H200 (132 SMs, two
     // workgroups fit an SM), Hq 32 / Hkv 8, d 128: at most one workgroup per
     // SM unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
@@ -152,6 +157,7 @@ uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int
     const uint32_t two = std::max<uint32_t>(1, 2 * sms / items);
     by_fill = max_range / two >= 4096 ? two : one;
   }
+  const uint32_t by_length = static_cast<uint32_t>(std::min<int64_t>(max_range / min_keys, 64));
   return std::max<uint32_t>(1, std::min({by_fill, by_length, 64u}));
 }
 

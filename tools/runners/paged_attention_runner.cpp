@@ -354,7 +354,13 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   }
 
   PagedAttentionPlan plan(ctx, cache, Hq, c.q_dtype, batch, opt);
-  paged_attention(ctx, plan, cache, qv, ov, lv);
+  for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
+    if (run > 0) {
+      obuf.fill(0xFFFFFFFFu);
+      lbuf.fill(0xFFFFFFFFu);
+    }
+    paged_attention(ctx, plan, cache, qv, ov, lv);
+  }
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(lse_bytes + kGuard);
   obuf.download(out_raw.data(), out_raw.size());

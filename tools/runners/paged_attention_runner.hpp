@@ -56,6 +56,9 @@ struct PagedAttentionCase {
   double k_amplitude = 2.0;
   double v_amplitude = 1.0;
   uint64_t seed = 1;
+  // Runs of the plan before the check, the outputs poisoned again before each:
+  // the last run's must be right (a plan is reusable; split-KV reuses its scratch).
+  uint32_t runs = 1;
   uint32_t timing_repetitions = 20;
   // Runs after verification, just before timing (vkattn run: spin_up, bench/ceilings.hpp).
   std::function<void()> before_timing;
