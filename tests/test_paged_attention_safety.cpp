@@ -85,10 +85,19 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
 }
 
 // Subgroups per workgroup of the matrix kernel (H200 measurements in
-// src/ops/paged_attention.cpp): 2 for many even items, else the most that fit.
-TEST(PagedAttentionPlanSubgroups, TwoOnlyForManyEvenItems) {
+// src/ops/paged_attention.cpp): all that fit for one item per SM, 2 for many
+// even items, else 4.
+TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   using detail::matrix_subgroups;
   const uint32_t sms = 132;
+  // One workgroup per SM at most: 8 when shared memory allows and every subgroup gets a tile.
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(128, 2048)), 8u);   // B=1 ctx=32768, 16 segments
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(128, 4096)), 8u);   // B=16 ctx=4096
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(132, 128)), 8u);
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(64, 64)), 4u);      // B=1 ctx=512: 64-key segments
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(133, 4096)), 4u);   // more items than SMs
+  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(8, 4096)), 4u);     // prefill tiles: 4 fit
+  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(512, 4096)), 2u);   // many even items
   EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(512, 4096)), 2u);    // B=64 ctx=4096
   EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(2048, 512)), 2u);    // B=256 ctx=512
   EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(128, 4096)), 4u);    // B=16 ctx=4096: too few

@@ -44,23 +44,23 @@ Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype) {
 Tile choose_tile(const Capabilities& caps, Path path, uint32_t head_size, uint32_t max_rows) {
   if (path != Path::scalar) {
     // paged_attention_subgroup.comp: 8 or 16 rows, tiles of 16 keys, as many
-    // subgroups (up to 4) as its shared memory allows (bytes() mirrors its
-    // shared arrays; head size 256 gets 2). The plan may then take fewer
-    // (matrix_subgroups).
+    // subgroups (up to 8) as its shared memory allows (bytes() mirrors its
+    // shared arrays). The plan may then take fewer (matrix_subgroups).
     const uint32_t sg = caps.subgroup_size;
-    auto bytes = [&](uint32_t nw) {
-      return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
-             nw * (1024u + 512u + 3 * 64u) + 128u + 64u + 1024u;
-    };
-    uint32_t nw = 4;
-    while (nw > 1 && bytes(nw) > caps.max_shared_memory) nw /= 2;
     // Rows are the matrices' N: 8 where the device has 16x8x16 (decode with
     // GQA <= 8 then carries half the accumulators), else 16.
     const bool has_n8 = std::any_of(caps.coopmat_shapes.begin(), caps.coopmat_shapes.end(), [](const CoopMatShape& s) {
       return s.m == 16 && s.n == 8 && s.k == 16 && s.a_type == "f16" && s.b_type == "f16" && s.c_type == "f32" &&
              s.result_type == "f32" && s.scope == "subgroup";
     });
-    return {max_rows <= 8 && has_n8 ? 8u : 16u, 16, nw * sg};
+    const uint32_t bm = max_rows <= 8 && has_n8 ? 8u : 16u;
+    auto bytes = [&](uint32_t nw) {
+      return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
+             nw * (16 * bm * 4 + 16 * bm * 2 + 3 * 64u) + 128u + 64u + 1024u;
+    };
+    uint32_t nw = 8;
+    while (nw > 1 && bytes(nw) > caps.max_shared_memory) nw /= 2;
+    return {bm, 16, nw * sg};
   }
   // Scalar: the largest tile whose shared memory fits the device.
   auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
@@ -162,23 +162,29 @@ uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int
 }
 
 uint32_t detail::matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const std::vector<int64_t>& item_keys) {
-  // Many items of about the same length run faster in workgroups of 2
-  // subgroups: at 168 registers an SM holds 6 of them (12 subgroups) against
-  // 3 of 4, and each workgroup's fixed cost (query, first loads, the final
-  // merge) is paid by half as many subgroups. H200, Hq 32 / Hkv 8, d 128,
-  // 4 -> 2 subgroups: B=64 ctx=512 67.8 -> 59.4 us, ctx=4096 357.8 -> 348.4 us;
-  // B=256 ctx=512 253.4 -> 218.8 us, ctx=4096 1410 -> 1382 us. Fewer items
-  // leave SMs idle (B=16 ctx=4096, 128 items: 94 -> 160 us), and uneven ones
-  // wait on the longest item, which 2 subgroups take twice as long over (a
-  // varlen batch of 424 items: 132 -> 190 us).
-  if (max_subgroups <= 2 || item_keys.size() < 3 * size_t(sms)) return max_subgroups;
+  // Measured on an H200 (132 SMs), Hq 32 / Hkv 8, d 128, 8-row decode tiles.
   int64_t total = 0, longest = 0;
   for (int64_t k : item_keys) {
     total += k;
     longest = std::max(longest, k);
   }
+  // At most one workgroup per SM: as many subgroups as shared memory allows
+  // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
+  // 4 -> 8: B=1 ctx=32768 (16 segments) 57.2 -> 47.5 us, B=16 ctx=4096
+  // 94.1 -> 72.9 us; B=1 ctx=512 (segments of 64 keys) 14.2 -> 15.5 us.
+  const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
+  if (item_keys.size() <= sms) return longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
+  // Many items of about the same length run faster in workgroups of 2: at 168
+  // registers an SM holds 6 of them (12 subgroups) against 3 of 4, and each
+  // workgroup's fixed cost (query, first loads, the final merge) is paid by
+  // half as many subgroups. 4 -> 2: B=64 ctx=512 67.8 -> 59.4 us, ctx=4096
+  // 357.8 -> 348.4 us; B=256 ctx=512 253.4 -> 218.8 us, ctx=4096 1410 ->
+  // 1382 us. Fewer items leave SMs idle (B=16 ctx=4096, 128 items: 94 -> 160
+  // us), and uneven ones wait on the longest item, which 2 subgroups take
+  // twice as long over (a varlen batch of 424 items: 132 -> 190 us).
+  if (usual <= 2 || item_keys.size() < 3 * size_t(sms)) return usual;
   const bool even = longest * int64_t(item_keys.size()) <= 2 * total;   // longest <= twice the mean
-  return even ? 2 : max_subgroups;
+  return even ? 2 : usual;
 }
 
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,

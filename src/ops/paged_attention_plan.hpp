@@ -26,7 +26,9 @@ struct PagedAttentionPlanData {
 uint32_t automatic_segments(Path path, uint32_t multiprocessors, uint32_t items, int64_t max_range);
 
 // Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
-// its shared memory allows), from the work items' key counts (after any split).
+// its shared memory allows: 8, 4 or 2), from the work items' key counts (after
+// any split): the most for at most one item per multiprocessor, 2 for many
+// even items, else 4.
 uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t multiprocessors, const std::vector<int64_t>& item_keys);
 
 }  // namespace vkattn::detail
