@@ -56,6 +56,16 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
   EXPECT_EQ(decode.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(prefill.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(bf16.path(), Path::scalar);   // no bf16 matrices yet
+
+  // The workgroup size each plan dispatches: scalar tiles of 128 invocations
+  // here; on the matrix paths (detail::matrix_subgroups) 4 subgroups for items
+  // of fewer than 8 tiles, 8 once every subgroup of 8 gets a tile.
+  PagedAttentionPlan long_decode(ctx(), cache, 8, DType::f16, {{0, 1}, {128}, {0, 1, 2, 3, 4, 5, 6, 7}, 8}, opts);
+  const uint32_t sg = ctx().capabilities().subgroup_size;
+  const bool matrix = decode.path() != Path::scalar;
+  EXPECT_EQ(decode.workgroup_size(), matrix ? 4 * sg : 128u);
+  EXPECT_EQ(long_decode.workgroup_size(), matrix ? 8 * sg : 128u);
+  EXPECT_EQ(bf16.workgroup_size(), 128u);
 }
 
 // The automatic split decision, with the H200 measurements behind it
