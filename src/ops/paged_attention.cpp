@@ -147,9 +147,9 @@ uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int
     // 13.3 in 8; ctx=1024 16.7 us in 4, 14.4 in 8, 13.6 in 16 (`vkattn run`,
     // cache in L2; `vkattn bench decode`, cold: ctx=512 17.7 -> 14.5 us).
     min_keys = 64;
-    // paged_attention_subgroup.comp, measured on an H200 (132 SMs, two
-    // workgroups fit an SM), Hq 32 / Hkv 8, d 128: at most one workgroup per
-    // SM unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
+    // paged_attention_subgroup.comp, measured on an H200 (132 SMs) with
+    // workgroups of 4 subgroups, Hq 32 / Hkv 8, d 128: at most one workgroup
+    // per SM (matrix_subgroups then gives it 8) unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
     // segments 66 us (an earlier build: 17 segments 110 us, four SMs ran two);
     // B=16 ctx=4096: no split 98 us, 2 segments 104 us. Two per SM pays when
     // each subgroup then still has >= 64 tiles (B=16 ctx=32768).
