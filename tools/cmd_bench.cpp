@@ -93,14 +93,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   // Every suite measures the ceilings in the same run; the ceilings suite is just them.
   std::vector<BenchOp> ceilings = suite->name == "ceilings" ? std::vector<BenchOp>{} : ceiling_ops(ctx, quick);
   report::Progress progress(ceilings.size(), "bench " + suite->name);
-  auto absorb = [&](const report::BenchCase& c) {
-    auto s = report::stats_of(c, meta.ceilings);
-    if (c.params.count("path") == 0 && c.bound == "memory" && c.name.rfind("copy", 0) == 0) meta.ceilings.copy_gbps = s.gbps;
-    if (c.bound == "compute" && c.name.find("matrix peak") != std::string::npos) {
-      meta.ceilings.f16_tflops = s.tflops;
-      meta.ceilings.matrix_path = c.params.at("path");
-    }
-  };
+  auto absorb = [&](const report::BenchCase& c) { absorb_ceiling(meta.ceilings, c); };
   for (auto& op : ceilings) {
     progress.step(op.info.name);
     measure(ctx, op, mo);

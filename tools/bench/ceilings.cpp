@@ -7,6 +7,8 @@
 #include <cmath>
 #include <memory>
 
+#include <volk.h>
+
 #include "gpu_timer.hpp"
 
 namespace vkattn::tool {
@@ -37,6 +39,47 @@ BenchOp copy_op(Context& ctx, uint64_t bytes) {
     Verification v;
     v.pass = std::equal(words.begin(), words.end(), got.begin()) && got.back() == 0xFFFFFFFFu;
     if (!v.pass) v.failure = "the copied words differ from the source, or the copy wrote past its end";
+    return v;
+  };
+  return op;
+}
+
+// The fixed cost of a dispatch as the suites time it (barrier, timestamps, one
+// small copy of one workgroup), and of two where the second reads what the
+// first wrote, after a compute barrier (as split-KV's reduce follows the
+// attention kernel): the floor under latency-bound cases such as decode of one
+// sequence.
+BenchOp dispatch_op(Context& ctx, uint32_t dispatches) {
+  constexpr uint64_t bytes = 4096;
+  auto bufs = std::make_shared<std::vector<Buffer>>();
+  for (uint32_t i = 0; i <= dispatches; ++i) bufs->emplace_back(ctx, bytes);
+  BenchOp op;
+  op.info.name = dispatches == 1 ? "dispatch" : std::to_string(dispatches) + " dependent dispatches";
+  op.info.params = {{"dispatches", std::to_string(dispatches)}, {"bytes", std::to_string(bytes)}};
+  op.info.bound = "latency";
+  op.record = [&ctx, bufs, dispatches](VkCommandBuffer cmd, uint32_t) {
+    for (uint32_t i = 0; i < dispatches; ++i) {
+      if (i) {
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                             nullptr, 0, nullptr);
+      }
+      bench::copy(ctx, (*bufs)[i], (*bufs)[i + 1], bytes, cmd);
+    }
+  };
+  // The last buffer ends up holding the first's words.
+  op.verify = [&ctx, bufs, dispatches, record = op.record]() {
+    std::vector<uint32_t> words(bytes / 4);
+    ref::Rng rng(5);
+    for (auto& w : words) w = static_cast<uint32_t>(rng.next());
+    (*bufs)[0].upload(words.data(), bytes);
+    for (uint32_t i = 1; i <= dispatches; ++i) (*bufs)[i].fill(0xFFFFFFFFu);
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) { record(cmd, 0); });
+    Verification v;
+    v.pass = (*bufs)[dispatches].download_as<uint32_t>(bytes / 4) == words;
+    if (!v.pass) v.failure = "the last copy's words differ from the first buffer's";
     return v;
   };
   return op;
@@ -132,6 +175,8 @@ std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick) {
   uint32_t workgroups = cpu || quick ? 16 : sms * (path == Path::scalar ? 16 : 8);
   uint32_t iterations = path == Path::scalar ? layout.max_exact_iterations : (cpu || quick ? 64 : 2048);
   ops.push_back(matmul_op(ctx, path, workgroups, iterations));
+  ops.push_back(dispatch_op(ctx, 1));
+  ops.push_back(dispatch_op(ctx, 2));
   return ops;
 }
 
@@ -151,17 +196,14 @@ void spin_up(Context& ctx, bool quick) {
       us += x;
 }
 
-report::Ceilings measure_ceilings(Context& ctx, const MeasureOptions& options, std::vector<report::BenchCase>* cases) {
-  auto ops = ceiling_ops(ctx, false);
-  report::Ceilings c;
-  for (auto& op : ops) {
-    measure(ctx, op, options);
-    auto s = report::stats_of(op.info, c);
-    if (op.info.bound == "memory") c.copy_gbps = s.gbps;
-    else { c.f16_tflops = s.tflops; c.matrix_path = op.info.params["path"]; }
-    if (cases) cases->push_back(op.info);
+void absorb_ceiling(report::Ceilings& ceilings, const report::BenchCase& c) {
+  const auto s = report::stats_of(c, ceilings);
+  if (c.params.count("path") == 0 && c.bound == "memory" && c.name.rfind("copy", 0) == 0) ceilings.copy_gbps = s.gbps;
+  if (c.bound == "compute" && c.name.find("matrix peak") != std::string::npos) {
+    ceilings.f16_tflops = s.tflops;
+    ceilings.matrix_path = c.params.at("path");
   }
-  return c;
+  if (c.bound == "latency") (c.params.at("dispatches") == "1" ? ceilings.dispatch_us : ceilings.dependent_dispatches_us) = s.median_us;
 }
 
 }  // namespace vkattn::tool

@@ -9,15 +9,16 @@
 
 namespace vkattn::tool {
 
-// The copy case and the matrix-peak case (f16; bf16 needs GL_EXT_bfloat16,
-// which glslang 15 lacks, so its ceiling is reported as unknown).
+// The copy case, the matrix-peak case (f16; bf16 needs GL_EXT_bfloat16,
+// which glslang 15 lacks, so its ceiling is reported as unknown), and the
+// fixed cost of one dispatch and of two dependent ones.
 std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick);
 // Runs the matrix-peak kernel for about 0.3 s, untimed. Seen on an H200: after
 // a few seconds of host-side setup, memory-bound kernels ran at 41% of their
 // speed, with the SM clock at its maximum, until compute-heavy work ran; plain
 // warm-up with the memory-bound kernel itself did not end that state.
 void spin_up(Context& ctx, bool quick);
-// Measures ceiling_ops and turns them into the figures other suites compare with.
-report::Ceilings measure_ceilings(Context& ctx, const MeasureOptions& options, std::vector<report::BenchCase>* cases);
+// Takes a measured case of ceiling_ops into the figures other suites compare with.
+void absorb_ceiling(report::Ceilings& ceilings, const report::BenchCase& c);
 
 }  // namespace vkattn::tool

@@ -236,6 +236,8 @@ std::string ceilings_line(const Ceilings& c) {
   std::string s;
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   if (!c.matrix_path.empty()) s += " (matrix path " + c.matrix_path + ")";
+  if (c.dispatch_us > 0) s += ", dispatch " + format_us(c.dispatch_us) + " µs";
+  if (c.dependent_dispatches_us > 0) s += ", 2 dependent " + format_us(c.dependent_dispatches_us) + " µs";
   return s;
 }
 
@@ -337,7 +339,9 @@ void write_json(std::ostream& os, const BenchMeta& meta, const std::vector<Bench
   os << "    \"copy_gbps\": " << json_num(cl.copy_gbps) << ",\n";
   os << "    \"f16_tflops\": " << json_num(cl.f16_tflops) << ",\n";
   os << "    \"bf16_tflops\": " << json_num(cl.bf16_tflops) << ",\n";
-  os << "    \"matrix_path\": " << json_quote(cl.matrix_path) << "\n";
+  os << "    \"matrix_path\": " << json_quote(cl.matrix_path) << ",\n";
+  os << "    \"dispatch_us\": " << json_num(cl.dispatch_us) << ",\n";
+  os << "    \"dependent_dispatches_us\": " << json_num(cl.dependent_dispatches_us) << "\n";
   os << "  },\n";
   os << "  \"cases\": [";
   for (std::size_t i = 0; i < cases.size(); ++i) {

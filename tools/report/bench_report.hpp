@@ -17,6 +17,8 @@ struct Ceilings {
   double f16_tflops = 0;   // f16 matrix throughput, TFLOP/s (1e12 FLOP/s)
   double bf16_tflops = 0;  // bf16 matrix throughput, TFLOP/s
   std::string matrix_path; // which matrix path the TFLOP/s ceilings were measured on
+  double dispatch_us = 0;               // one small dispatch, as the suites time it
+  double dependent_dispatches_us = 0;   // two, the second after a compute barrier
 };
 
 struct BenchCase {
