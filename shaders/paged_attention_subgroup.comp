@@ -87,10 +87,13 @@ const uint ROW_VEC4 = PA_HEAD_SIZE / 8u + 1u;     // uvec4s per staged K/V row
 const uint TILE_VEC4 = 16u * (PA_HEAD_SIZE / 8u + 1u);   // per subgroup
 shared float16_t q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given (f16); the scale applies to S in f32
 // Per subgroup, a [16 keys][head_size] f16 K or V tile; at the end, the
-// workgroup's sum of O ([16][head_size] f32). uvec4: 16-byte stores.
+// subgroups' O (f32) for the merge. uvec4: 16-byte stores.
 const uint STAGE_VEC4 = (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) >= 2u
     ? (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * (PA_HEAD_SIZE / 8u + 1u) : 4u * PA_HEAD_SIZE;
 shared uvec4 stage[STAGE_VEC4];
+// The subgroups' O ([rows][head_size] f32 each) are merged in one step where
+// each fits its subgroup's staging tile (8-row tiles; 16 rows take turns).
+const bool MERGE_IN_ONE_STEP = BM * D <= 4u * TILE_VEC4;
 // S and P tiles are sized by the rows (16 keys x 8 or 16): with 8-row tiles
 // 8 subgroups fit 48 KiB at head size 128, and on an H200 a 2-subgroup
 // workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster.
@@ -302,7 +305,21 @@ void main() {
   subgroup_sync();
   MatC fm;   // element (d, r) = this subgroup's factor of row r
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-  for (uint w = 0; w < NW; ++w) {
+  const PaItem done = pa_load_item(item);   // loaded again: fewer registers live through the key loop
+  if (MERGE_IN_ONE_STEP) {
+    // Every subgroup stores its scaled O in its own slot, then each
+    // invocation sums its elements over the slots: one barrier.
+#define STORE_OWN(j) coopMatStore(o##j * fm, stage, warp * (BM * D / 4u) + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);
+    EACH_SLICE(STORE_OWN)
+    barrier();
+    for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
+      float o = 0.0;
+      for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
+      pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
+    }
+    return;
+  }
+  for (uint w = 0; w < NW; ++w) {   // one subgroup after another adds its O
     if (warp == w) {
 #define MERGE(j)                                                                    \
       MatC acc = o##j * fm;                                                         \
@@ -316,7 +333,6 @@ void main() {
     }
     barrier();
   }
-  const PaItem done = pa_load_item(item);   // loaded again: fewer registers live through the key loop
   for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
     pa_write_result(done, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
 }

@@ -204,6 +204,15 @@ std::vector<Combo> combos() {
     c.with_lse = true;
     add("gpu_decode_h32x8_d128_f16_nhd_bs16_64seqs", c, true);
   }
+  {
+    // 48 decode sequences of 2048..2559 keys, 8 kv heads: 384 even work items,
+    // which a GPU of 77..192 SMs splits automatically (2 to 5 items per SM;
+    // an H200: 2 segments of 2-subgroup workgroups; detail::automatic_segments).
+    Seqs many;
+    for (uint32_t i = 0; i < 48; ++i) many.push_back({1, 2048 + (i * 101) % 512});
+    auto c = make(many, 8, 8, 128, 16, DType::f16, KvLayout::nhd, 310);
+    add("gpu_decode_h8x8_d128_f16_nhd_bs16_48seqs_autosplit", c, true);
+  }
   return v;
 }
 

@@ -59,8 +59,11 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
 
   // The workgroup size each plan dispatches: scalar tiles of 128 invocations
   // here; on the matrix paths (detail::matrix_subgroups) 4 subgroups for items
-  // of fewer than 8 tiles, 8 once every subgroup of 8 gets a tile.
-  PagedAttentionPlan long_decode(ctx(), cache, 8, DType::f16, {{0, 1}, {128}, {0, 1, 2, 3, 4, 5, 6, 7}, 8}, opts);
+  // of fewer than 8 tiles, 8 once every subgroup of 8 gets a tile (unsplit:
+  // split automatically, its 128 keys would make 2 segments of 4 tiles).
+  PagedAttentionOptions unsplit = opts;
+  unsplit.split = SplitKv::off;
+  PagedAttentionPlan long_decode(ctx(), cache, 8, DType::f16, {{0, 1}, {128}, {0, 1, 2, 3, 4, 5, 6, 7}, 8}, unsplit);
   const uint32_t sg = ctx().capabilities().subgroup_size;
   const bool matrix = decode.path() != Path::scalar;
   EXPECT_EQ(decode.workgroup_size(), matrix ? 4 * sg : 128u);
@@ -73,25 +76,39 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
 TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   using detail::automatic_segments;
   const uint32_t sms = 132;
+  auto keys = [](size_t items, int64_t each) { return std::vector<int64_t>(items, each); };
   // Matrix kernel: one workgroup per SM for short segments...
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 32768), 16u);     // B=1 ctx=32768: 128 workgroups
-  EXPECT_EQ(automatic_segments(Path::coopmat, sms, 8, 4096), 16u);       // B=1 ctx=4096
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 4096), 1u);     // B=16 ctx=4096: no split
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(8, 32768)), 16u);     // B=1 ctx=32768: 128 workgroups
+  EXPECT_EQ(automatic_segments(Path::coopmat, sms, keys(8, 4096)), 16u);       // B=1 ctx=4096
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(128, 4096)), 1u);     // B=16 ctx=4096: no split
   // ... two when each segment keeps >= 4096 keys.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 128, 32768), 2u);    // B=16 ctx=32768: 256 workgroups
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(128, 32768)), 2u);    // B=16 ctx=32768: 256 workgroups
+  // 2 to 5 even items per SM: about 12 workgroups per SM, segments >= 1024 keys.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 4096)), 3u);     // B=64 ctx=4096
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 32768)), 3u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 512)), 1u);      // segments would be too short
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 2048)), 2u);
+  EXPECT_EQ(automatic_segments(Path::coopmat, sms, keys(264, 32768)), 6u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(659, 32768)), 2u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(660, 32768)), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(768, 4096)), 1u);     // B=96: a wave nearly full
+  std::vector<int64_t> uneven(423, 500);   // one long prefill among short decodes
+  uneven.push_back(100000);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, uneven), 1u);
   // Enough work items already: never split.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 512, 4096), 1u);     // B=64
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, 264, 32768), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096)), 1u);    // B=256
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(264, 32768)), 1u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(512, 32768)), 1u);
   // Scalar kernel: about 4 workgroups per SM, at most 64 segments of >= 256 keys.
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 32768), 64u);
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 1000), 3u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(8, 32768)), 64u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(8, 1000)), 3u);
   // Short sequences: the matrix kernel's segments keep >= 64 keys, the scalar one's >= 256.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 512), 8u);       // B=1 ctx=512
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 1024), 16u);
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, 8, 512), 2u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 8, 100), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(8, 512)), 8u);       // B=1 ctx=512
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(8, 1024)), 16u);
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(8, 512)), 2u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(8, 100)), 1u);
   // Empty batches.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, 0, 32768), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(0, 32768)), 1u);
 }
 
 // Subgroups per workgroup of the matrix kernel (H200 measurements in

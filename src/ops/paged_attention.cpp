@@ -135,8 +135,43 @@ void check_batch(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype, co
 
 }  // namespace
 
-uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int64_t max_range) {
-  if (items == 0 || items >= 2 * sms) return 1;
+namespace {
+
+// What the split and workgroup choices look at in a batch's work items.
+struct ItemKeys {
+  uint32_t items = 0;
+  int64_t longest = 0, total = 0;
+  explicit ItemKeys(const std::vector<int64_t>& keys) : items(static_cast<uint32_t>(keys.size())) {
+    for (int64_t k : keys) {
+      longest = std::max(longest, k);
+      total += k;
+    }
+  }
+  bool even() const { return longest * int64_t(items) <= 2 * total; }   // longest <= twice the mean
+};
+
+}  // namespace
+
+uint32_t detail::automatic_segments(Path path, uint32_t sms, const std::vector<int64_t>& item_keys) {
+  const ItemKeys st(item_keys);
+  const uint32_t items = st.items;
+  const int64_t max_range = st.longest;
+  if (items == 0 || max_range == 0) return 1;
+  // Matrix kernel, 2 to 5 even items per SM: an SM holds six 2-subgroup
+  // workgroups (168 registers); with fewer it has too few subgroups to keep
+  // enough loads in flight. Segments of >= 1024 keys, about two waves of six
+  // workgroups per SM. On an H200 (`vkattn run`; bench where said): B=64
+  // ctx=4096 (512 items) took 349 us unsplit, 313 in 2 segments, 295 in 3
+  // (bench 301), 324 in 4, 317 in 5; ctx=32768: bench 2795 -> 2182 us in 3;
+  // ctx=512: 59 us unsplit, 65 in 2. B=96 ctx=4096 (768 items, a wave of six
+  // per SM nearly full) took 401 us unsplit, 428 in 2. An uneven varlen batch
+  // (424 items, prefill among decodes): bench 132 us unsplit, 212 in 4.
+  const uint32_t two_waves = 12 * sms;
+  if (path != Path::scalar && st.even() && items >= 2 * sms && items < 5 * sms) {
+    const auto by_length = static_cast<uint32_t>(std::min<int64_t>(max_range / 1024, 64));
+    return std::max<uint32_t>(1, std::min((two_waves + items / 2) / items, by_length));
+  }
+  if (items >= 2 * sms) return 1;
   uint32_t by_fill, min_keys;
   if (path == Path::scalar) {
     by_fill = (4 * sms + items - 1) / items;
@@ -163,11 +198,8 @@ uint32_t detail::automatic_segments(Path path, uint32_t sms, uint32_t items, int
 
 uint32_t detail::matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const std::vector<int64_t>& item_keys) {
   // Measured on an H200 (132 SMs), Hq 32 / Hkv 8, d 128, 8-row decode tiles.
-  int64_t total = 0, longest = 0;
-  for (int64_t k : item_keys) {
-    total += k;
-    longest = std::max(longest, k);
-  }
+  const ItemKeys st(item_keys);
+  const int64_t longest = st.longest;
   // At most one workgroup per SM: as many subgroups as shared memory allows
   // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
   // 4 -> 8: B=1 ctx=32768 (16 segments) 57.2 -> 47.5 us, B=16 ctx=4096
@@ -183,8 +215,7 @@ uint32_t detail::matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const st
   // us), and uneven ones wait on the longest item, which 2 subgroups take
   // twice as long over (a varlen batch of 424 items: 132 -> 190 us).
   if (usual <= 2 || item_keys.size() < 3 * size_t(sms)) return usual;
-  const bool even = longest * int64_t(item_keys.size()) <= 2 * total;   // longest <= twice the mean
-  return even ? 2 : usual;
+  return st.even() ? 2 : usual;
 }
 
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
@@ -204,11 +235,8 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
   const auto& caps = ctx.capabilities();
 
   uint32_t max_rows = 0;
-  int64_t max_range = 0;
-  for (uint32_t s = 0; s < p.num_seqs; ++s) {
+  for (uint32_t s = 0; s < p.num_seqs; ++s)
     max_rows = std::max<uint32_t>(max_rows, uint32_t(batch.query_start_loc[s + 1] - batch.query_start_loc[s]) * gqa);
-    max_range = std::max<int64_t>(max_range, batch.seq_lens[s]);
-  }
   if (cache.num_chunks() > 64)
     fail("the cache spans " + std::to_string(cache.num_chunks()) + " allocations; the kernels address at most 64 " +
          "(use a larger ContextOptions::max_chunk_bytes or a smaller cache)");
@@ -241,7 +269,9 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, 
   if (options.split == SplitKv::on) {
     segments = options.num_segments ? options.num_segments : std::max<uint32_t>(2, (4 * sms + base.size() - 1) / std::max<size_t>(base.size(), 1));
   } else if (options.split == SplitKv::automatic) {
-    segments = automatic_segments(p.path, sms, static_cast<uint32_t>(base.size()), max_range);
+    std::vector<int64_t> keys;
+    for (const Item& it : base) keys.push_back(it.end - it.begin);
+    segments = automatic_segments(p.path, sms, keys);
   }
   segments = std::clamp<uint32_t>(segments, 1, 256);
   // Partial results take num_tokens * num_q_heads * segments * (head_size + 2) floats.

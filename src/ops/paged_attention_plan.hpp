@@ -20,10 +20,11 @@ struct PagedAttentionPlanData {
   Buffer dummy;     // bound where an optional view is absent
 };
 
-// Segments of an automatically split plan (1: no split): split only when the
-// batch's work items give fewer than 2 workgroups per multiprocessor; the rule
-// per kernel is explained where it is defined. max_range: longest sequence.
-uint32_t automatic_segments(Path path, uint32_t multiprocessors, uint32_t items, int64_t max_range);
+// Segments of an automatically split plan (1: no split), from the key counts
+// of the work items before any split: split when they give fewer than 2
+// workgroups per multiprocessor, and on the matrix paths when fewer than 5
+// even ones; the rule per kernel is explained where it is defined.
+uint32_t automatic_segments(Path path, uint32_t multiprocessors, const std::vector<int64_t>& item_keys);
 
 // Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
 // its shared memory allows: 8, 4 or 2), from the work items' key counts (after
