@@ -203,7 +203,10 @@ void absorb_ceiling(report::Ceilings& ceilings, const report::BenchCase& c) {
     ceilings.f16_tflops = s.tflops;
     ceilings.matrix_path = c.params.at("path");
   }
-  if (c.bound == "latency") (c.params.at("dispatches") == "1" ? ceilings.dispatch_us : ceilings.dependent_dispatches_us) = s.median_us;
+  if (c.bound == "latency") {
+    if (c.params.at("dispatches") == "1") ceilings.dispatch_us = s.median_us;
+    else ceilings.dependent_dispatches_us = s.median_us;
+  }
 }
 
 }  // namespace vkattn::tool
