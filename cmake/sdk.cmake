@@ -33,8 +33,3 @@ if(_hv LESS 309)
 endif()
 message(STATUS "vkattn: glslang ${_glslang_major}.${_glslang_minor} (${VKATTN_GLSLANG}), Vulkan headers 1.x.${_hv} (${VKATTN_VULKAN_INCLUDE_DIR})")
 
-# volk compiled into vkattn: entry points are loaded at run time, so neither the
-# library nor its users link libvulkan.
-add_library(vkattn_volk OBJECT "${VKATTN_VOLK_DIR}/volk.c")
-target_include_directories(vkattn_volk PUBLIC "$<BUILD_INTERFACE:${VKATTN_VULKAN_INCLUDE_DIR}>" "$<BUILD_INTERFACE:${VKATTN_VOLK_DIR}>")
-target_compile_definitions(vkattn_volk PUBLIC VK_NO_PROTOTYPES)

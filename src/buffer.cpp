@@ -15,60 +15,15 @@ using detail::vk_check;
 
 namespace {
 constexpr VkDeviceSize kStagingBytes = 64ull << 20;
-
-std::string bytes_text(VkDeviceSize b) { return std::to_string(b) + " bytes"; }
 }  // namespace
 
-Buffer::Buffer(Context& ctx, VkDeviceSize size, MemoryKind kind) : ctx_(&ctx), size_(size) {
-  auto& impl = ctx.impl();
-  const auto& vk = impl.vk;
-  const auto& caps = impl.caps;
-  if (size == 0) throw Error("Buffer: size is 0: expected at least 1 byte");
-  uint64_t limit = std::min(caps.max_buffer_size, caps.max_memory_allocation_size);
-  if (size > limit)
-    throw Error("Buffer: " + bytes_text(size) + " exceeds the device's largest buffer of " + bytes_text(limit) +
-                " (maxBufferSize / maxMemoryAllocationSize); split the data over several buffers");
-  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  bci.size = size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  if (caps.buffer_device_address) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  vk_check(vk.vkCreateBuffer(impl.device, &bci, nullptr, &buffer_), "vkCreateBuffer");
-
-  VkMemoryRequirements req;
-  vk.vkGetBufferMemoryRequirements(impl.device, buffer_, &req);
-  uint32_t type = kind == MemoryKind::device_local
-                      ? impl.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
-                      : impl.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                         VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  if (type == UINT32_MAX && kind == MemoryKind::device_local)
-    type = impl.memory_type(req.memoryTypeBits, 0);
-  if (type == UINT32_MAX) {
-    release();
-    throw Error("Buffer: no memory type fits a " + std::string(kind == MemoryKind::device_local ? "device-local" : "host-visible") + " buffer");
-  }
-  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  mai.pNext = caps.buffer_device_address ? &flags : nullptr;
-  mai.allocationSize = req.size;
-  mai.memoryTypeIndex = type;
-  VkResult r = vk.vkAllocateMemory(impl.device, &mai, nullptr, &memory_);
-  if (r != VK_SUCCESS) {
-    release();
-    throw Error("Buffer: allocating " + bytes_text(size) + " of " +
-                (kind == MemoryKind::device_local ? "device-local" : "host-visible") +
-                " memory failed: " + std::string(detail::vk_result_name(r)), r);
-  }
-  vk_check(vk.vkBindBufferMemory(impl.device, buffer_, memory_, 0), "vkBindBufferMemory");
-  if (impl.memory.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT &&
-      kind == MemoryKind::host_visible)
-    vk_check(vk.vkMapMemory(impl.device, memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
-  if (caps.buffer_device_address) {
-    VkBufferDeviceAddressInfo ai{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-    ai.buffer = buffer_;
-    address_ = vk.vkGetBufferDeviceAddress(impl.device, &ai);
-  }
+Buffer::Buffer(Context& ctx, VkDeviceSize size, MemoryKind kind) : impl_(detail::shared_impl(ctx)) {
+  detail::Allocation a = detail::allocate(*impl_, size, kind, "Buffer");
+  buffer_ = a.buffer;
+  memory_ = a.memory;
+  size_ = a.size;
+  address_ = a.address;
+  mapped_ = a.mapped;
 }
 
 Buffer::~Buffer() { release(); }
@@ -78,7 +33,7 @@ Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     release();
-    ctx_ = std::exchange(o.ctx_, nullptr);
+    impl_ = std::move(o.impl_);
     buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
     memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
     size_ = std::exchange(o.size_, 0);
@@ -88,24 +43,39 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   return *this;
 }
 
+BufferRef Buffer::ref() const { return {buffer_, size_, impl_ ? impl_->id : 0}; }
+
 void Buffer::release() noexcept {
-  if (!ctx_) return;
-  auto& impl = ctx_->impl();
-  if (buffer_) impl.vk.vkDestroyBuffer(impl.device, buffer_, nullptr);
-  if (memory_) impl.vk.vkFreeMemory(impl.device, memory_, nullptr);   // unmaps too
+  if (!impl_) return;
+  detail::Allocation a{buffer_, memory_, size_, address_, mapped_};
+  detail::release(*impl_, a);
   buffer_ = VK_NULL_HANDLE;
   memory_ = VK_NULL_HANDLE;
   mapped_ = nullptr;
-  ctx_ = nullptr;
+  impl_.reset();
 }
 
 namespace {
+
+// A host-visible buffer for one upload or download, freed when it ends.
+struct Staging {
+  detail::ContextImpl& impl;
+  detail::Allocation a;
+  Staging(detail::ContextImpl& i, VkDeviceSize size) : impl(i), a(detail::allocate(i, size, MemoryKind::host_visible, "Buffer staging")) {}
+  ~Staging() { detail::release(impl, a); }
+};
+
 void check_range(const char* what, VkDeviceSize offset, VkDeviceSize bytes, VkDeviceSize size) {
   if (offset > size || bytes > size - offset)
     throw Error(std::string("Buffer::") + what + ": range [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
                 ") is outside the buffer of " + std::to_string(size) + " bytes");
 }
 }  // namespace
+
+detail::ContextImpl& Buffer::live_impl(const char* what) const {
+  if (!impl_) throw Error(std::string("Buffer::") + what + ": the buffer is empty (default-constructed or moved from)");
+  return *impl_;
+}
 
 void Buffer::upload(const void* data, VkDeviceSize bytes, VkDeviceSize offset) {
   check_range("upload", offset, bytes, size_);
@@ -114,14 +84,14 @@ void Buffer::upload(const void* data, VkDeviceSize bytes, VkDeviceSize offset) {
     std::memcpy(static_cast<char*>(mapped_) + offset, data, bytes);
     return;
   }
-  Buffer staging(*ctx_, std::min(bytes, kStagingBytes), MemoryKind::host_visible);
-  auto& impl = ctx_->impl();
+  auto& impl = live_impl("upload");
+  Staging staging(impl, std::min(bytes, kStagingBytes));
   for (VkDeviceSize done = 0; done < bytes;) {
-    VkDeviceSize n = std::min(bytes - done, staging.size());
-    std::memcpy(staging.mapped(), static_cast<const char*>(data) + done, n);
+    VkDeviceSize n = std::min(bytes - done, staging.a.size);
+    std::memcpy(staging.a.mapped, static_cast<const char*>(data) + done, n);
     detail::submit_and_wait(impl, [&](VkCommandBuffer cmd) {
       VkBufferCopy region{0, offset + done, n};
-      impl.vk.vkCmdCopyBuffer(cmd, staging.handle(), buffer_, 1, &region);
+      impl.vk.vkCmdCopyBuffer(cmd, staging.a.buffer, buffer_, 1, &region);
     });
     done += n;
   }
@@ -134,15 +104,15 @@ void Buffer::download(void* data, VkDeviceSize bytes, VkDeviceSize offset) const
     std::memcpy(data, static_cast<const char*>(mapped_) + offset, bytes);
     return;
   }
-  Buffer staging(*ctx_, std::min(bytes, kStagingBytes), MemoryKind::host_visible);
-  auto& impl = ctx_->impl();
+  auto& impl = live_impl("download");
+  Staging staging(impl, std::min(bytes, kStagingBytes));
   for (VkDeviceSize done = 0; done < bytes;) {
-    VkDeviceSize n = std::min(bytes - done, staging.size());
+    VkDeviceSize n = std::min(bytes - done, staging.a.size);
     detail::submit_and_wait(impl, [&](VkCommandBuffer cmd) {
       VkBufferCopy region{offset + done, 0, n};
-      impl.vk.vkCmdCopyBuffer(cmd, buffer_, staging.handle(), 1, &region);
+      impl.vk.vkCmdCopyBuffer(cmd, buffer_, staging.a.buffer, 1, &region);
     });
-    std::memcpy(static_cast<char*>(data) + done, staging.mapped(), n);
+    std::memcpy(static_cast<char*>(data) + done, staging.a.mapped, n);
     done += n;
   }
 }
@@ -152,7 +122,7 @@ void Buffer::fill(uint32_t word, VkDeviceSize offset, VkDeviceSize bytes) {
   check_range("fill", offset, bytes, size_);
   if (offset % 4 || bytes % 4) throw Error("Buffer::fill: offset and size must be multiples of 4 (got " + std::to_string(offset) + ", " + std::to_string(bytes) + ")");
   if (bytes == 0) return;
-  auto& impl = ctx_->impl();
+  auto& impl = live_impl("fill");
   detail::submit_and_wait(impl, [&](VkCommandBuffer cmd) { impl.vk.vkCmdFillBuffer(cmd, buffer_, offset, bytes, word); });
 }
 

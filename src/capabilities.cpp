@@ -3,6 +3,7 @@
 #include <vkattn/error.hpp>
 
 #include <algorithm>
+#include <thread>
 
 #include "context_impl.hpp"
 
@@ -90,6 +91,9 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   const bool nm2 = has(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
   const bool bf = has(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
   const bool sm = has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool amd_cores = has(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  const bool arm_cores = has(VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
+  const bool budget = has(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   VkPhysicalDevice pd = impl.physical_device;
   Capabilities& c = impl.caps;
 
@@ -99,13 +103,17 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   VkPhysicalDeviceVulkan13Properties p13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
   VkPhysicalDeviceCooperativeMatrix2PropertiesNV pm2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV psm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD pamd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM parm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
   p2.pNext = &p11;
   p11.pNext = &p12;
   p12.pNext = &p13;
   void** tail = &p13.pNext;
   if (nm2) { *tail = &pm2; tail = &pm2.pNext; }
   if (sm) { *tail = &psm; tail = &psm.pNext; }
-  vkGetPhysicalDeviceProperties2(pd, &p2);
+  if (amd_cores) { *tail = &pamd; tail = &pamd.pNext; }
+  if (arm_cores) { *tail = &parm; tail = &parm.pNext; }
+  impl.vk.vkGetPhysicalDeviceProperties2(pd, &p2);
   const auto& l = p2.properties.limits;
 
   c.device_name = p2.properties.deviceName;
@@ -117,7 +125,7 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   c.api_version = p2.properties.apiVersion;
   c.driver_version = p2.properties.driverVersion;
   uint32_t iv = VK_API_VERSION_1_0;
-  if (vkEnumerateInstanceVersion) vkEnumerateInstanceVersion(&iv);
+  if (impl.vk.vkEnumerateInstanceVersion) impl.vk.vkEnumerateInstanceVersion(&iv);
   c.instance_api_version = iv;
   c.subgroup_size = p11.subgroupSize;
   c.min_subgroup_size = p13.minSubgroupSize;
@@ -130,23 +138,43 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   c.max_memory_allocation_size = p11.maxMemoryAllocationSize;
   c.max_buffer_size = p13.maxBufferSize ? p13.maxBufferSize : p11.maxMemoryAllocationSize;
   c.min_storage_buffer_offset_alignment = l.minStorageBufferOffsetAlignment;
-  c.multiprocessor_count = sm ? psm.shaderSMCount : 0;
+  c.multiprocessor_count = sm ? psm.shaderSMCount
+                         : amd_cores ? pamd.shaderEngineCount * pamd.shaderArraysPerEngineCount * pamd.computeUnitsPerShaderArray
+                         : arm_cores ? parm.shaderCoreCount
+                                     : 0;
+  c.scheduling_multiprocessors = c.multiprocessor_count;
+  if (!c.scheduling_multiprocessors) {
+    // The device does not say. A CPU device runs a workgroup per thread; for
+    // GPUs, a count in the range of today's parts (which only sizes split-KV).
+    const auto type = p2.properties.deviceType;
+    c.scheduling_multiprocessors = type == VK_PHYSICAL_DEVICE_TYPE_CPU ? std::max(1u, std::thread::hardware_concurrency())
+                                   : type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? 8u
+                                                                                    : 32u;
+  }
 
-  vkGetPhysicalDeviceMemoryProperties(pd, &impl.memory);
+  VkPhysicalDeviceMemoryProperties2 mp2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT mb{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  if (budget) mp2.pNext = &mb;
+  impl.vk.vkGetPhysicalDeviceMemoryProperties2(pd, &mp2);
+  impl.memory = mp2.memoryProperties;
   c.device_local_bytes = 0;
+  c.device_local_budget_bytes = 0;
   for (uint32_t i = 0; i < impl.memory.memoryHeapCount; ++i)
-    if (impl.memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+    if (impl.memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
       c.device_local_bytes = std::max<uint64_t>(c.device_local_bytes, impl.memory.memoryHeaps[i].size);
+      const uint64_t b = budget ? mb.heapBudget[i] : impl.memory.memoryHeaps[i].size;
+      c.device_local_budget_bytes = std::max<uint64_t>(c.device_local_budget_bytes, b);
+    }
 
   uint32_t nf = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
+  impl.vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
   std::vector<VkQueueFamilyProperties> fams(nf);
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
+  impl.vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
   c.timestamp_period_ns = (impl.queue_family < nf && fams[impl.queue_family].timestampValidBits > 0) ? l.timestampPeriod : 0.0f;
 
   DeviceFeatureChain f;
   f.link(km, nm2, bf, false);
-  vkGetPhysicalDeviceFeatures2(pd, &f.core);
+  impl.vk.vkGetPhysicalDeviceFeatures2(pd, &f.core);
   c.float16 = f.v12.shaderFloat16;
   c.int8 = f.v12.shaderInt8;
   c.int64 = f.core.features.shaderInt64;
@@ -154,7 +182,8 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   c.storage_8bit = f.v12.storageBuffer8BitAccess;
   c.buffer_device_address = f.v12.bufferDeviceAddress;
   c.memory_model = f.v12.vulkanMemoryModel;
-  c.subgroup_size_control = f.v13.subgroupSizeControl && f.v13.computeFullSubgroups;
+  c.subgroup_size_control = f.v13.subgroupSizeControl && f.v13.computeFullSubgroups &&
+                            (p13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
   c.bfloat16 = bf && f.bf16.shaderBFloat16Type;
   c.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
@@ -162,9 +191,9 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   bool f16_16x16x16 = false;
   if (km && f.coopmat.cooperativeMatrix) {
     uint32_t n = 0;
-    vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, nullptr);
+    impl.vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, nullptr);
     std::vector<VkCooperativeMatrixPropertiesKHR> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
-    vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, props.data());
+    impl.vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, props.data());
     for (const auto& p : props) {
       c.coopmat_shapes.push_back({p.MSize, p.NSize, p.KSize, component_name(p.AType), component_name(p.BType),
                                   component_name(p.CType), component_name(p.ResultType), scope_name(p.scope),
@@ -195,12 +224,12 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
     c.coopmat2_workgroup_scope_max_invocations = pm2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
     c.coopmat2_flexible_max_dimension = pm2.cooperativeMatrixFlexibleDimensionsMaxDimension;
     c.coopmat2_reserved_shared_memory = pm2.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
-    if (m.cooperativeMatrixFlexibleDimensions && vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
+    if (m.cooperativeMatrixFlexibleDimensions && impl.vk.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
       uint32_t n = 0;
-      vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, nullptr);
+      impl.vk.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, nullptr);
       std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> props(
           n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
-      vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, props.data());
+      impl.vk.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, props.data());
       for (const auto& p : props)
         c.coopmat2_flexible_shapes.push_back({p.MGranularity, p.NGranularity, p.KGranularity, component_name(p.AType),
                                               component_name(p.BType), component_name(p.CType),

@@ -1,10 +1,14 @@
-// Context: creating or adopting the device, submission, status and validation.
+// Context: creating or adopting the device, and the validation layers.
+// Submission and device status: submission.cpp.
 #include <vkattn/context.hpp>
 #include <vkattn/error.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "abi/common.h"
@@ -19,15 +23,7 @@ namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
-void load_loader(PFN_vkGetInstanceProcAddr gipa) {
-  if (gipa) {
-    volkInitializeCustom(gipa);
-    return;
-  }
-  VkResult r = volkInitialize();
-  if (r != VK_SUCCESS)
-    throw Error("no Vulkan loader found (libvulkan.so.1): install the Vulkan loader (Debian: libvulkan1) and a driver", r);
-}
+std::atomic<uint64_t> next_context_id{1};
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                      VkDebugUtilsMessageTypeFlagsEXT,
@@ -40,27 +36,27 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverity
   return VK_FALSE;
 }
 
-bool instance_layer_present(const char* name) {
+bool instance_layer_present(const VkFunctions& vk, const char* name) {
   uint32_t n = 0;
-  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  vk.vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> layers(n);
-  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  vk.vkEnumerateInstanceLayerProperties(&n, layers.data());
   return std::any_of(layers.begin(), layers.end(), [&](auto& l) { return std::strcmp(l.layerName, name) == 0; });
 }
 
-bool instance_extension_present(const char* name) {
+bool instance_extension_present(const VkFunctions& vk, const char* name) {
   uint32_t n = 0;
-  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
   std::vector<VkExtensionProperties> exts(n);
-  vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
   return std::any_of(exts.begin(), exts.end(), [&](auto& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
-std::vector<std::string> device_extensions_of(VkPhysicalDevice pd) {
+std::vector<std::string> device_extensions_of(const VkFunctions& vk, VkPhysicalDevice pd) {
   uint32_t n = 0;
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
   std::vector<VkExtensionProperties> exts(n);
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
   std::vector<std::string> names;
   for (auto& e : exts) names.emplace_back(e.extensionName);
   return names;
@@ -69,11 +65,11 @@ std::vector<std::string> device_extensions_of(VkPhysicalDevice pd) {
 bool contains(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 // Queue family with compute, preferring one with timestamps. -1 if none.
-int compute_queue_family(VkPhysicalDevice pd) {
+int compute_queue_family(const VkFunctions& vk, VkPhysicalDevice pd) {
   uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
   int best = -1;
   for (uint32_t i = 0; i < n; ++i) {
     if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
@@ -84,15 +80,15 @@ int compute_queue_family(VkPhysicalDevice pd) {
 }
 
 // What a device lacks for vkattn's baseline, or "" when it is usable.
-std::string unsuitable_reason(VkPhysicalDevice pd) {
+std::string unsuitable_reason(const VkFunctions& vk, VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties props;
-  vkGetPhysicalDeviceProperties(pd, &props);
+  vk.vkGetPhysicalDeviceProperties(pd, &props);
   if (props.apiVersion < VK_API_VERSION_1_3)
     return "Vulkan " + std::to_string(VK_API_VERSION_MAJOR(props.apiVersion)) + "." +
            std::to_string(VK_API_VERSION_MINOR(props.apiVersion)) + " (1.3 needed)";
   DeviceFeatureChain f;
   f.link(false, false, false, false);
-  vkGetPhysicalDeviceFeatures2(pd, &f.core);
+  vk.vkGetPhysicalDeviceFeatures2(pd, &f.core);
   std::string missing;
   auto need = [&](VkBool32 ok, const char* name) { if (!ok) missing += std::string(missing.empty() ? "" : ", ") + name; };
   need(f.v11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
@@ -101,7 +97,7 @@ std::string unsuitable_reason(VkPhysicalDevice pd) {
   need(f.core.features.shaderInt64, "shaderInt64");
   need(f.v12.bufferDeviceAddress, "bufferDeviceAddress");
   need(f.v12.vulkanMemoryModel, "vulkanMemoryModel");
-  if (compute_queue_family(pd) < 0) need(false, "a compute queue");
+  if (compute_queue_family(vk, pd) < 0) need(false, "a compute queue");
   return missing.empty() ? "" : "lacks " + missing;
 }
 
@@ -115,15 +111,15 @@ int device_rank(VkPhysicalDeviceType t) {
   }
 }
 
-VkPhysicalDevice choose_physical_device(VkInstance instance, int index) {
+VkPhysicalDevice choose_physical_device(const VkFunctions& vk, VkInstance instance, int index) {
   uint32_t n = 0;
-  vk_check(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  vk_check(vk.vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
   std::vector<VkPhysicalDevice> devs(n);
-  vk_check(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
+  vk_check(vk.vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
   if (n == 0) throw Error("no Vulkan device found: install a driver (for a CPU device, Debian's mesa-vulkan-drivers)");
   auto describe = [&](uint32_t i) {
     VkPhysicalDeviceProperties p;
-    vkGetPhysicalDeviceProperties(devs[i], &p);
+    vk.vkGetPhysicalDeviceProperties(devs[i], &p);
     return std::to_string(i) + ": " + p.deviceName;
   };
   if (index >= 0) {
@@ -132,7 +128,7 @@ VkPhysicalDevice choose_physical_device(VkInstance instance, int index) {
       for (uint32_t i = 0; i < n; ++i) list += (i ? ", " : "") + describe(i);
       throw Error("device index " + std::to_string(index) + " is out of range: expected 0.." + std::to_string(n - 1) + " (" + list + ")");
     }
-    std::string why = unsuitable_reason(devs[index]);
+    std::string why = unsuitable_reason(vk, devs[index]);
     if (!why.empty()) throw Error("device " + describe(index) + " cannot run vkattn: it " + why);
     return devs[index];
   }
@@ -140,10 +136,10 @@ VkPhysicalDevice choose_physical_device(VkInstance instance, int index) {
   int best_rank = -1;
   std::string rejected;
   for (uint32_t i = 0; i < n; ++i) {
-    std::string why = unsuitable_reason(devs[i]);
+    std::string why = unsuitable_reason(vk, devs[i]);
     if (!why.empty()) { rejected += "\n  " + describe(i) + " " + why; continue; }
     VkPhysicalDeviceProperties p;
-    vkGetPhysicalDeviceProperties(devs[i], &p);
+    vk.vkGetPhysicalDeviceProperties(devs[i], &p);
     if (device_rank(p.deviceType) > best_rank) { best = devs[i]; best_rank = device_rank(p.deviceType); }
   }
   if (!best) throw Error("no Vulkan device can run vkattn:" + rejected);
@@ -182,24 +178,44 @@ uint64_t ContextImpl::max_chunk_bytes() const {
   return m;
 }
 
+void ContextImpl::check_usable(std::string_view what) const {
+  if (lost.load(std::memory_order_acquire))
+    throw Error(std::string(what) + ": the Context is unusable since a submission timed out (" + lost_reason +
+                "); destroy it and create a new one");
+}
+
+uint32_t* ContextImpl::status_words(StatusSlot slot) const {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(status.mapped) + kStatusSlotBytes * static_cast<uint32_t>(slot));
+}
+
 ContextImpl::~ContextImpl() {
-  if (!device) return;
-  vk.vkDeviceWaitIdle(device);
+  if (!device) {
+    if (messenger) vk.vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
+    if (owns_instance) vk.vkDestroyInstance(instance, nullptr);
+    return;
+  }
+  // Nothing below may be in use: an own device is waited for as a whole; on
+  // an adopted one only vkattn's own submission (the application's recorded
+  // work is the application's to wait for). No deadline: a hung GPU turns
+  // into VK_ERROR_DEVICE_LOST, after which objects may be destroyed.
+  if (owns_device) vk.vkDeviceWaitIdle(device);
+  else if (pending_cmd) vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
   if (pipelines) pipelines->save_file();
   pipelines.reset();
-  status = Buffer();
+  release(*this, status);
+  release(*this, sync_workspace);
   recorded_sets.destroy(vk, device);
   sync_sets.destroy(vk, device);
   if (fence) vk.vkDestroyFence(device, fence, nullptr);
-  if (command_pool) vk.vkDestroyCommandPool(device, command_pool, nullptr);
+  if (command_pool) vk.vkDestroyCommandPool(device, command_pool, nullptr);   // frees pending_cmd too
   if (owns_device) vk.vkDestroyDevice(device, nullptr);
-  if (messenger) vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
-  if (owns_instance) vkDestroyInstance(instance, nullptr);
+  if (messenger) vk.vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
+  if (owns_instance) vk.vkDestroyInstance(instance, nullptr);
 }
 
 // The parts shared by own and adopted contexts, once the handles are set.
-void finish_setup(Context& ctx, ContextImpl& impl) {
-  volkLoadDeviceTable(&impl.vk, impl.device);
+void finish_setup(ContextImpl& impl) {
+  impl.id = next_context_id.fetch_add(1);
   query_capabilities(impl, impl.device_extensions);
   if (impl.options.force_path) {
     std::string missing = impl.caps.missing_for(*impl.options.force_path);
@@ -214,8 +230,18 @@ void finish_setup(Context& ctx, ContextImpl& impl) {
   VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   vk_check(impl.vk.vkCreateFence(impl.device, &fence, nullptr, &impl.fence), "vkCreateFence");
   impl.pipelines = std::make_unique<Pipelines>(impl);
-  impl.status = Buffer(ctx, abi::STATUS_WORDS * sizeof(uint32_t), MemoryKind::host_visible);
-  std::memset(impl.status.mapped(), 0, abi::STATUS_WORDS * sizeof(uint32_t));
+  impl.status = allocate(impl, kStatusSlots * kStatusSlotBytes, MemoryKind::host_visible, "the Context's status words");
+  std::memset(impl.status.mapped, 0, kStatusSlots * kStatusSlotBytes);
+}
+
+// A device index from text ("0", "1", ...): exactly a number in int's range.
+int parse_device_index(const std::string& text, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno == ERANGE || v < 0 || v > std::numeric_limits<int>::max())
+    throw Error(what + "='" + text + "' is not a device index (expected 0, 1, ...)");
+  return static_cast<int>(v);
 }
 
 }  // namespace detail
@@ -225,26 +251,22 @@ using namespace detail;
 ContextOptions ContextOptions::with_environment() const {
   ContextOptions o = *this;
   if (const char* p = std::getenv("VKATTN_PATH"); p && *p) o.force_path = parse_path(p);
-  if (const char* d = std::getenv("VKATTN_DEVICE"); d && *d) {
-    char* end = nullptr;
-    long v = std::strtol(d, &end, 10);
-    if (*end || v < 0) throw Error(std::string("VKATTN_DEVICE='") + d + "' is not a device index (expected 0, 1, ...)");
-    o.device_index = static_cast<int>(v);
-  }
+  if (const char* d = std::getenv("VKATTN_DEVICE"); d && *d) o.device_index = parse_device_index(d, "VKATTN_DEVICE");
   if (const char* v = std::getenv("VKATTN_VALIDATION"); v && *v) o.validation = std::string(v) != "0";
   if (const char* c = std::getenv("VKATTN_PIPELINE_CACHE"); c && *c) o.pipeline_cache_path = c;
   return o;
 }
 
-Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()) {
+Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()) {
   auto& impl = *impl_;
   impl.options = options.with_environment();
-  load_loader(nullptr);
+  auto& vk = impl.vk;
+  vk.load_global(nullptr);
 
   std::vector<const char*> layers, exts;
-  bool validation = impl.options.validation && instance_layer_present(kValidationLayer);
+  bool validation = impl.options.validation && instance_layer_present(vk, kValidationLayer);
   if (validation) layers.push_back(kValidationLayer);
-  bool debug_utils = validation && instance_extension_present(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  bool debug_utils = validation && instance_extension_present(vk, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   if (debug_utils) exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -263,19 +285,21 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()
   dci.pfnUserCallback = on_validation_message;
   dci.pUserData = &impl;
   if (debug_utils) ici.pNext = &dci;   // also reports errors of instance creation itself
-  vk_check(vkCreateInstance(&ici, nullptr, &impl.instance), "vkCreateInstance");
+  vk_check(vk.vkCreateInstance(&ici, nullptr, &impl.instance), "vkCreateInstance");
   impl.owns_instance = true;
-  volkLoadInstanceOnly(impl.instance);
+  vk.load_instance(impl.instance);
   if (debug_utils)
-    vk_check(vkCreateDebugUtilsMessengerEXT(impl.instance, &dci, nullptr, &impl.messenger), "vkCreateDebugUtilsMessengerEXT");
+    vk_check(vk.vkCreateDebugUtilsMessengerEXT(impl.instance, &dci, nullptr, &impl.messenger), "vkCreateDebugUtilsMessengerEXT");
 
-  impl.physical_device = choose_physical_device(impl.instance, impl.options.device_index);
-  impl.queue_family = static_cast<uint32_t>(compute_queue_family(impl.physical_device));
+  impl.physical_device = choose_physical_device(vk, impl.instance, impl.options.device_index);
+  impl.queue_family = static_cast<uint32_t>(compute_queue_family(vk, impl.physical_device));
 
-  auto available = device_extensions_of(impl.physical_device);
+  auto available = device_extensions_of(vk, impl.physical_device);
   for (const char* e : {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
                         VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME,
-                        VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME})
+                        VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
+                        VK_EXT_MEMORY_BUDGET_EXTENSION_NAME, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME,
+                        VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME})
     if (contains(available, e)) impl.device_extensions.emplace_back(e);
 
   // Query what is supported, then enable exactly the features the kernels use.
@@ -285,7 +309,7 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()
   bool bf = impl.has_extension(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
   bool ex = impl.has_extension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   have.link(km, nm2, bf, ex);
-  vkGetPhysicalDeviceFeatures2(impl.physical_device, &have.core);
+  vk.vkGetPhysicalDeviceFeatures2(impl.physical_device, &have.core);
   want.link(km, nm2, bf, ex);
   // Compiler statistics of our pipelines (registers, spills), for VKATTN_PIPELINE_STATS.
   want.executables.pipelineExecutableInfo = have.executables.pipelineExecutableInfo;
@@ -328,33 +352,35 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<ContextImpl>()
   dci2.pQueueCreateInfos = &qci;
   dci2.enabledExtensionCount = static_cast<uint32_t>(ext_ptrs.size());
   dci2.ppEnabledExtensionNames = ext_ptrs.data();
-  vk_check(vkCreateDevice(impl.physical_device, &dci2, nullptr, &impl.device), "vkCreateDevice");
+  vk_check(vk.vkCreateDevice(impl.physical_device, &dci2, nullptr, &impl.device), "vkCreateDevice");
   impl.owns_device = true;
-  volkLoadDeviceTable(&impl.vk, impl.device);
-  impl.vk.vkGetDeviceQueue(impl.device, impl.queue_family, 0, &impl.queue);
-  finish_setup(*this, impl);
+  vk.load_device(impl.device);
+  vk.vkGetDeviceQueue(impl.device, impl.queue_family, 0, &impl.queue);
+  finish_setup(impl);
 }
 
 Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
-  if (!info.instance || !info.physical_device || !info.device || !info.queue)
-    throw Error("Context::adopt: instance, physical_device, device and queue must all be set (got " +
+  if (!info.instance || !info.physical_device || !info.device)
+    throw Error("Context::adopt: instance, physical_device and device must all be set (got " +
                 std::string(info.instance ? "" : "instance=null ") + (info.physical_device ? "" : "physical_device=null ") +
-                (info.device ? "" : "device=null ") + (info.queue ? "" : "queue=null") + ")");
+                (info.device ? "" : "device=null") + ")");
   Context ctx{AdoptTag{}};
-  ctx.impl_ = std::make_unique<ContextImpl>();
+  ctx.impl_ = std::make_shared<ContextImpl>();
   auto& impl = *ctx.impl_;
   impl.options = options.with_environment();
-  load_loader(info.get_instance_proc_addr);
-  volkLoadInstanceOnly(info.instance);
+  auto& vk = impl.vk;
+  vk.load_global(info.get_instance_proc_addr);
+  vk.load_instance(info.instance);
   impl.instance = info.instance;
   impl.physical_device = info.physical_device;
-  impl.device = info.device;
+  std::string why = unsuitable_reason(vk, info.physical_device);
+  if (!why.empty()) throw Error("Context::adopt: the device cannot run vkattn: it " + why);
   impl.queue = info.queue;
   impl.queue_family = info.queue_family;
-  std::string why = unsuitable_reason(info.physical_device);
-  if (!why.empty()) throw Error("Context::adopt: the device cannot run vkattn: it " + why);
   impl.device_extensions = info.enabled_device_extensions;
-  finish_setup(ctx, impl);
+  vk.load_device(info.device);
+  impl.device = info.device;   // set last: ~ContextImpl touches the device only once it is complete
+  finish_setup(impl);
   return ctx;
 }
 
@@ -363,24 +389,36 @@ Context::~Context() = default;
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
-const Capabilities& Context::capabilities() const { return impl_->caps; }
-const ContextOptions& Context::options() const { return impl_->options; }
-VkInstance Context::instance() const { return impl_->instance; }
-VkPhysicalDevice Context::physical_device() const { return impl_->physical_device; }
-VkDevice Context::device() const { return impl_->device; }
-VkQueue Context::queue() const { return impl_->queue; }
-uint32_t Context::queue_family() const { return impl_->queue_family; }
-bool Context::owns_device() const { return impl_->owns_device; }
-bool Context::validation_enabled() const { return impl_->messenger != VK_NULL_HANDLE; }
-std::size_t Context::pipelines_created() const { return impl_->pipelines->created(); }
-void Context::save_pipeline_cache() const { impl_->pipelines->save_file(); }
+ContextImpl& Context::impl() const {
+  if (!impl_) throw Error("this Context was moved from: use the Context it was moved to");
+  return *impl_;
+}
+
+std::shared_ptr<ContextImpl> detail::shared_impl(const Context& ctx) {
+  ctx.impl();   // throws for a moved-from Context
+  return ctx.impl_;
+}
+
+const Capabilities& Context::capabilities() const { return impl().caps; }
+const ContextOptions& Context::options() const { return impl().options; }
+VkInstance Context::instance() const { return impl().instance; }
+VkPhysicalDevice Context::physical_device() const { return impl().physical_device; }
+VkDevice Context::device() const { return impl().device; }
+VkQueue Context::queue() const { return impl().queue; }
+uint32_t Context::queue_family() const { return impl().queue_family; }
+bool Context::owns_device() const { return impl().owns_device; }
+uint64_t Context::id() const { return impl().id; }
+bool Context::usable() const { return !impl().lost.load(); }
+bool Context::validation_enabled() const { return impl().messenger != VK_NULL_HANDLE; }
+std::size_t Context::pipelines_created() const { return impl().pipelines->created(); }
+void Context::save_pipeline_cache() const { impl().pipelines->save_file(); }
 
 Path Context::path_for(std::string_view kernel) const {
-  const auto& caps = impl_->caps;
+  const auto& caps = impl().caps;
   // A forced path applies to every kernel that has it (or needs no matrix
   // unit); a kernel without that path's module runs its scalar one.
-  if (impl_->options.force_path)
-    return find_module(kernel, path_name(*impl_->options.force_path)) ? *impl_->options.force_path : Path::scalar;
+  if (impl().options.force_path)
+    return find_module(kernel, path_name(*impl().options.force_path)) ? *impl().options.force_path : Path::scalar;
   for (Path p : caps.paths)
     if (find_module(kernel, path_name(p))) return p;
   return Path::scalar;
@@ -396,90 +434,14 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Context::kernels()
   return out;
 }
 
-void Context::submit_and_wait(const std::function<void(VkCommandBuffer)>& record) {
-  detail::submit_and_wait(*impl_, record);
-  check_device_status();
-}
-
-void detail::submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record) {
-  std::lock_guard lock(impl.submit_mutex);
-  const auto& vk = impl.vk;
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = impl.command_pool;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VkCommandBuffer cmd;
-  vk_check(vk.vkAllocateCommandBuffers(impl.device, &ai, &cmd), "vkAllocateCommandBuffers");
-  struct Cleanup {
-    ContextImpl& impl; VkCommandBuffer cmd;
-    ~Cleanup() {
-      impl.vk.vkFreeCommandBuffers(impl.device, impl.command_pool, 1, &cmd);
-      impl.sync_sets.reset(impl.vk, impl.device);
-      impl.active_sets = &impl.recorded_sets;
-    }
-  } cleanup{impl, cmd};
-  impl.active_sets = &impl.sync_sets;
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk_check(vk.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-  // Earlier submissions' writes were made available by their fences; make them
-  // visible here, and make this submission's writes visible to the host after.
-  auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-    mb.dstAccessMask = dst_access;
-    vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  };
-  barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
-  record(cmd);
-  barrier(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-  vk_check(vk.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd;
-  vk_check(vk.vkResetFences(impl.device, 1, &impl.fence), "vkResetFences");
-  vk_check(vk.vkQueueSubmit(impl.queue, 1, &si, impl.fence), "vkQueueSubmit");
-  // A bounded wait: a hung kernel becomes an error, not a hang.
-  constexpr uint64_t kTimeoutNs = 120ull * 1000 * 1000 * 1000;
-  VkResult r = vk.vkWaitForFences(impl.device, 1, &impl.fence, VK_TRUE, kTimeoutNs);
-  if (r == VK_TIMEOUT) throw Error("a submission did not complete within 120 s (VK_TIMEOUT)", r);
-  vk_check(r, "vkWaitForFences");
-}
-
-void Context::check_device_status() {
-  auto* words = static_cast<uint32_t*>(impl_->status.mapped());
-  uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
-  if (code == abi::STATUS_OK) return;
-  std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
-  switch (code) {
-    case abi::STATUS_BLOCK_OUT_OF_RANGE:
-      throw Error("paged_attention: the plan's block table, sequence " + std::to_string(a) + " column " + std::to_string(b) +
-                  ", holds " + std::to_string(static_cast<int32_t>(c)) +
-                  ", not a block of the cache (changed after planning?); block 0 was read instead");
-    case abi::STATUS_SLOT_OUT_OF_RANGE: {
-      int64_t slot = static_cast<int64_t>((uint64_t(c) << 32) | b);
-      throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot) +
-                  " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
-    }
-    case abi::STATUS_SUBGROUP_SIZE:
-      throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
-                  " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");
-    default:
-      throw Error("a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
-                  std::to_string(b) + ", " + std::to_string(c) + ")");
-  }
-}
-
-void Context::release_recorded_descriptor_sets() { impl_->recorded_sets.reset(impl_->vk, impl_->device); }
-
 std::vector<std::string> Context::validation_messages() const {
-  std::lock_guard lock(impl_->validation_mutex);
-  return impl_->validation_messages;
+  std::lock_guard lock(impl().validation_mutex);
+  return impl().validation_messages;
 }
 
 void Context::clear_validation_messages() {
-  std::lock_guard lock(impl_->validation_mutex);
-  impl_->validation_messages.clear();
+  std::lock_guard lock(impl().validation_mutex);
+  impl().validation_messages.clear();
 }
 
 }  // namespace vkattn

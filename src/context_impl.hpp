@@ -1,14 +1,17 @@
-// Internal: what a Context holds.
+// Internal: what a Context holds. Buffers, caches and the Context object
+// share it (std::shared_ptr), so whichever is destroyed last frees the device.
 #pragma once
 #include <vkattn/buffer.hpp>
 #include <vkattn/context.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "allocation.hpp"
 #include "descriptor_arena.hpp"
 #include "vk.hpp"
 
@@ -31,29 +34,50 @@ struct DeviceFeatureChain {
   void link(bool has_coopmat, bool has_coopmat2, bool has_bf16, bool has_executables);
 };
 
+// Which of the status buffer's slots a dispatch reports into: ops recorded
+// into the caller's command buffers share one (Context::check_device_status
+// reads it); synchronous ops, which run one at a time, have their own, so
+// that their errors reach the call that caused them.
+enum class StatusSlot : uint32_t { recorded = 0, synchronous = 1 };
+inline constexpr uint32_t kStatusSlots = 2;
+inline constexpr VkDeviceSize kStatusSlotBytes = 256;   // >= any minStorageBufferOffsetAlignment
+
 struct ContextImpl {
+  uint64_t id = 0;                                // unique per Context in this process
   ContextOptions options;
+  VkFunctions vk;
   VkInstance instance = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
-  VkQueue queue = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;                 // synchronous submissions only; null: none allowed
   uint32_t queue_family = 0;
   bool owns_instance = false, owns_device = false;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   std::vector<std::string> device_extensions;   // enabled
   bool pipeline_executable_info = false;         // VK_KHR_pipeline_executable_properties enabled (own device only)
-  VolkDeviceTable vk{};
   Capabilities caps;
   VkPhysicalDeviceMemoryProperties memory{};
 
-  std::unique_ptr<Pipelines> pipelines;
+  std::unique_ptr<Pipelines> pipelines;           // internally synchronised
+  Allocation status;                              // kStatusSlots x kStatusSlotBytes, host visible
+
+  // Synchronous submissions: one at a time, under submit_mutex.
   std::mutex submit_mutex;
   VkCommandPool command_pool = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
-  Buffer status;                                  // abi::STATUS_WORDS uint32, host visible
+  VkCommandBuffer pending_cmd = VK_NULL_HANDLE;   // submitted, not yet seen complete
+  DescriptorArena sync_sets;
+  Allocation sync_workspace;                      // grows to the largest synchronous op's need
+  // The command buffer a synchronous op is recording into, so that its
+  // dispatches take the synchronous status slot and descriptor arena.
+  std::atomic<VkCommandBuffer> sync_cmd{VK_NULL_HANDLE};
+  // Set when a submission timed out: the context refuses all further work.
+  std::atomic<bool> lost{false};
+  std::string lost_reason;                        // written once, before `lost`
 
-  DescriptorArena recorded_sets, sync_sets;
-  DescriptorArena* active_sets = &recorded_sets;  // sync_sets while submit_and_wait records
+  // Descriptor sets of ops recorded into the caller's command buffers.
+  std::mutex recorded_sets_mutex;
+  DescriptorArena recorded_sets;
 
   mutable std::mutex validation_mutex;
   std::vector<std::string> validation_messages;
@@ -63,15 +87,28 @@ struct ContextImpl {
   uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0) const;
   // Largest single buffer the library allocates.
   uint64_t max_chunk_bytes() const;
+  // Throws vkattn::Error when a timed-out submission made the context unusable.
+  void check_usable(std::string_view what) const;
+  uint32_t* status_words(StatusSlot slot) const;
 
   ~ContextImpl();
 };
 
-// Records, submits and waits, without looking at the kernels' status words.
-void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record);
+// Records, submits to the context's queue and waits, under the submit lock,
+// without looking at the kernels' status words; `check` runs under the same
+// lock once the submission completed (Context::submit_and_wait reads the
+// synchronous status slot there).
+void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record,
+                     const std::function<void()>& check = {});
+
+// Throws the error a status slot holds (and clears it), if any.
+void throw_status(ContextImpl& impl, StatusSlot slot);
 
 // Fills caps (and memory) for physical_device; `enabled_exts` decides which
 // extension-backed capabilities count. Defined in capabilities.cpp.
 void query_capabilities(ContextImpl& impl, const std::vector<std::string>& enabled_exts);
+
+// The shared state behind a Context (throws for a moved-from one).
+std::shared_ptr<ContextImpl> shared_impl(const Context& ctx);
 
 }  // namespace vkattn::detail

@@ -7,7 +7,7 @@ constexpr uint32_t kSetsPerPool = 256;
 constexpr uint32_t kBuffersPerPool = kSetsPerPool * 16;
 }
 
-VkDescriptorSet DescriptorArena::allocate(const VolkDeviceTable& vk, VkDevice device, VkDescriptorSetLayout layout) {
+VkDescriptorSet DescriptorArena::allocate(const VkFunctions& vk, VkDevice device, VkDescriptorSetLayout layout) {
   for (;;) {
     if (current_ == pools_.size()) {
       VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBuffersPerPool};
@@ -31,12 +31,12 @@ VkDescriptorSet DescriptorArena::allocate(const VolkDeviceTable& vk, VkDevice de
   }
 }
 
-void DescriptorArena::reset(const VolkDeviceTable& vk, VkDevice device) {
+void DescriptorArena::reset(const VkFunctions& vk, VkDevice device) {
   for (VkDescriptorPool p : pools_) vk.vkResetDescriptorPool(device, p, 0);
   current_ = 0;
 }
 
-void DescriptorArena::destroy(const VolkDeviceTable& vk, VkDevice device) {
+void DescriptorArena::destroy(const VkFunctions& vk, VkDevice device) {
   for (VkDescriptorPool p : pools_) vk.vkDestroyDescriptorPool(device, p, nullptr);
   pools_.clear();
   current_ = 0;

@@ -10,9 +10,9 @@ namespace vkattn::detail {
 
 class DescriptorArena {
  public:
-  VkDescriptorSet allocate(const VolkDeviceTable& vk, VkDevice device, VkDescriptorSetLayout layout);
-  void reset(const VolkDeviceTable& vk, VkDevice device);      // every set back to the pools
-  void destroy(const VolkDeviceTable& vk, VkDevice device);
+  VkDescriptorSet allocate(const VkFunctions& vk, VkDevice device, VkDescriptorSetLayout layout);
+  void reset(const VkFunctions& vk, VkDevice device);      // every set back to the pools
+  void destroy(const VkFunctions& vk, VkDevice device);
 
  private:
   std::vector<VkDescriptorPool> pools_;

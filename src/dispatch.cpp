@@ -1,5 +1,6 @@
 #include "dispatch.hpp"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,9 @@ BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string
   const auto& caps = impl.caps;
   std::string what = std::string(op) + ": " + std::string(name);
   if (!view.buffer.buffer) throw Error(what + ": the buffer is VK_NULL_HANDLE");
+  if (view.buffer.context_id && view.buffer.context_id != impl.id)
+    throw Error(what + ": the buffer belongs to another Context (id " + std::to_string(view.buffer.context_id) +
+                ", this one is " + std::to_string(impl.id) + ")");
   const VkDeviceSize esize = dtype_size(view.dtype);
   if (view.offset % esize)
     throw Error(what + ": byte offset " + std::to_string(view.offset) + " is not a multiple of the element size " + std::to_string(esize));
@@ -50,13 +54,21 @@ Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {
 void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, std::span<const BufferBinding> bindings,
                      const void* push, Grid grid) {
   const auto& vk = impl.vk;
-  if (bindings.size() + 1 != p.bindings)
+  constexpr std::size_t kMaxBindings = 16;
+  if (bindings.size() + 1 != p.bindings || p.bindings > kMaxBindings)
     throw Error("internal: kernel expects " + std::to_string(p.bindings - 1) + " bindings, got " + std::to_string(bindings.size()));
-  std::vector<VkDescriptorBufferInfo> infos;
-  infos.push_back({impl.status.handle(), 0, VK_WHOLE_SIZE});
-  for (const auto& b : bindings) infos.push_back({b.buffer, b.offset, b.range});
-  std::vector<VkWriteDescriptorSet> writes(infos.size(), {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET});
-  for (uint32_t i = 0; i < writes.size(); ++i) {
+  // A synchronous op records into the Context's own command buffer: its
+  // errors go to the synchronous status slot, its sets to the arena that is
+  // reset after its submission.
+  const bool synchronous = cmd == impl.sync_cmd.load();
+  const StatusSlot slot = synchronous ? StatusSlot::synchronous : StatusSlot::recorded;
+  std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
+  std::array<VkWriteDescriptorSet, kMaxBindings> writes;
+  const uint32_t n = p.bindings;
+  infos[0] = {impl.status.buffer, kStatusSlotBytes * static_cast<uint32_t>(slot), kStatusSlotBytes};
+  for (uint32_t i = 1; i < n; ++i) infos[i] = {bindings[i - 1].buffer, bindings[i - 1].offset, bindings[i - 1].range};
+  for (uint32_t i = 0; i < n; ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
@@ -64,11 +76,17 @@ void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, 
   }
   vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   if (impl.use_push_descriptors()) {
-    vk.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, static_cast<uint32_t>(writes.size()), writes.data());
+    vk.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, n, writes.data());
   } else {
-    VkDescriptorSet set = impl.active_sets->allocate(vk, impl.device, p.set_layout);
-    for (auto& w : writes) w.dstSet = set;
-    vk.vkUpdateDescriptorSets(impl.device, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    VkDescriptorSet set;
+    if (synchronous) {   // under the submit lock already
+      set = impl.sync_sets.allocate(vk, impl.device, p.set_layout);
+    } else {
+      std::lock_guard lock(impl.recorded_sets_mutex);
+      set = impl.recorded_sets.allocate(vk, impl.device, p.set_layout);
+    }
+    for (uint32_t i = 0; i < n; ++i) writes[i].dstSet = set;
+    vk.vkUpdateDescriptorSets(impl.device, n, writes.data(), 0, nullptr);
     vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   }
   if (p.push_size) vk.vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_size, push);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "context_impl.hpp"
@@ -27,6 +28,8 @@ KvLayout parse_layout(std::string_view name) {
 
 namespace {
 
+constexpr uint32_t kMaxChunks = 64;   // the kernels' chunk table (paged_attention_io.glsl)
+
 void check_config(const KvCacheConfig& c) {
   auto bad = [](const std::string& field, const std::string& value, const std::string& expected) {
     throw Error("PagedKvCache: " + field + " = " + value + " is not supported: expected " + expected);
@@ -38,6 +41,8 @@ void check_config(const KvCacheConfig& c) {
     bad("head_size", std::to_string(c.head_size), "a multiple of 16 from 16 to 256");
   if (c.dtype != DType::f16 && c.dtype != DType::bf16 && !is_fp8(c.dtype))
     bad("dtype", std::string(dtype_name(c.dtype)), "f16, bf16, fp8_e4m3 or fp8_e5m2");
+  if (c.layout != KvLayout::nhd && c.layout != KvLayout::hnd && c.layout != KvLayout::split)
+    bad("layout", "KvLayout(" + std::to_string(static_cast<uint32_t>(c.layout)) + ")", "nhd, hnd or split");
   for (auto [name, s] : {std::pair{"k_scale", c.k_scale}, std::pair{"v_scale", c.v_scale}})
     if (!(s > 0.0f) || !std::isfinite(s)) bad(name, std::to_string(s), "a finite value > 0");
   if (uint64_t(c.num_blocks) * c.block_size > 0x7fffffffull)
@@ -47,33 +52,106 @@ void check_config(const KvCacheConfig& c) {
 }  // namespace
 
 PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
-    : ctx_(&ctx), config_(config), allocator_((check_config(config), config.num_blocks)) {
-  auto& impl = ctx.impl();
+    : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), config.num_blocks)) {
+  auto& impl = *impl_;
   block_bytes_ = uint64_t(config.block_size) * config.num_kv_heads * config.head_size * dtype_size(config.dtype);
+  const uint64_t budget = impl.caps.device_local_budget_bytes;
+  if (budget && total_bytes() > budget)
+    throw Error("PagedKvCache: " + std::to_string(config.num_blocks) + " blocks take " + std::to_string(total_bytes()) +
+                " bytes of K and V, more than the device has available (" + std::to_string(budget) +
+                " bytes of device-local memory); use fewer blocks");
   uint64_t max_chunk = impl.max_chunk_bytes();
   if (block_bytes_ > max_chunk)
     throw Error("PagedKvCache: one block takes " + std::to_string(block_bytes_) + " bytes, more than the largest buffer (" +
                 std::to_string(max_chunk) + " bytes); use a smaller block_size");
   blocks_per_chunk_ = static_cast<uint32_t>(std::min<uint64_t>(max_chunk / block_bytes_, config.num_blocks));
-  uint32_t chunks = (config.num_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_;
-  std::vector<uint64_t> table;
-  for (KvPart part : {KvPart::key, KvPart::value}) {
-    auto& list = part == KvPart::key ? k_chunks_ : v_chunks_;
-    for (uint32_t i = 0; i < chunks; ++i) {
-      uint32_t blocks = std::min(blocks_per_chunk_, config.num_blocks - i * blocks_per_chunk_);
+  const uint32_t n = (config.num_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_;
+  if (n > kMaxChunks)
+    throw Error("PagedKvCache: " + std::to_string(total_bytes()) + " bytes need " + std::to_string(n) +
+                " chunks of at most " + std::to_string(max_chunk) + " bytes; the kernels address at most " +
+                std::to_string(kMaxChunks) + " (raise ContextOptions::max_chunk_bytes or use fewer blocks)");
+  for (uint32_t i = 0; i < n; ++i) {
+    KvCacheChunk c;
+    c.num_blocks = std::min(blocks_per_chunk_, config.num_blocks - i * blocks_per_chunk_);
+    for (KvPart part : {KvPart::key, KvPart::value}) {
       try {
-        list.emplace_back(ctx, blocks * block_bytes_);
+        owned_.emplace_back(ctx, c.num_blocks * block_bytes_);
       } catch (const Error& e) {
         throw Error("PagedKvCache: " + std::string(part == KvPart::key ? "K" : "V") + " chunk " + std::to_string(i + 1) +
-                    " of " + std::to_string(chunks) + " (" + std::to_string(total_bytes()) + " bytes in all): " + e.what(),
+                    " of " + std::to_string(n) + " (" + std::to_string(total_bytes()) + " bytes in all): " + e.what(),
                     e.vk_result());
       }
-      table.push_back(list.back().device_address());
+      (part == KvPart::key ? c.k_buffer : c.v_buffer) = owned_.back().ref();
+      (part == KvPart::key ? c.k_address : c.v_address) = owned_.back().device_address();
     }
+    chunks_.push_back(c);
   }
-  chunk_table_ = Buffer(ctx, table.size() * sizeof(uint64_t));
+  finish(ctx);
+}
+
+PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<const KvCacheChunk> chunks)
+    : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), config.num_blocks)) {
+  auto& impl = *impl_;
+  block_bytes_ = uint64_t(config.block_size) * config.num_kv_heads * config.head_size * dtype_size(config.dtype);
+  auto bad = [](const std::string& what) { throw Error("PagedKvCache over the application's memory: " + what); };
+  if (chunks.empty() || chunks.size() > kMaxChunks)
+    bad(std::to_string(chunks.size()) + " chunks given, expected 1 to " + std::to_string(kMaxChunks));
+  blocks_per_chunk_ = chunks[0].num_blocks;
+  uint64_t total = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    KvCacheChunk c = chunks[i];
+    const std::string at = "chunk " + std::to_string(i);
+    if (c.num_blocks == 0) bad(at + " holds 0 blocks");
+    if (i + 1 < chunks.size() && c.num_blocks != blocks_per_chunk_)
+      bad(at + " holds " + std::to_string(c.num_blocks) + " blocks, expected " + std::to_string(blocks_per_chunk_) +
+          " as chunk 0 (every chunk but the last holds the same number)");
+    if (i + 1 == chunks.size() && c.num_blocks > blocks_per_chunk_)
+      bad("the last chunk holds " + std::to_string(c.num_blocks) + " blocks, more than chunk 0's " + std::to_string(blocks_per_chunk_));
+    const uint64_t bytes = uint64_t(c.num_blocks) * block_bytes_;
+    for (KvPart part : {KvPart::key, KvPart::value}) {
+      const char* name = part == KvPart::key ? "K" : "V";
+      BufferRef& buf = part == KvPart::key ? c.k_buffer : c.v_buffer;
+      VkDeviceSize offset = part == KvPart::key ? c.k_offset : c.v_offset;
+      VkDeviceAddress& addr = part == KvPart::key ? c.k_address : c.v_address;
+      if (buf.buffer) {
+        if (buf.context_id && buf.context_id != impl.id) bad(at + "'s " + name + " buffer belongs to another Context");
+        if (offset > buf.size || bytes > buf.size - offset)
+          bad(at + "'s " + name + " blocks need bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+              ") of a buffer of " + std::to_string(buf.size) + " bytes");
+        if (!impl.caps.buffer_device_address) bad("the device has no bufferDeviceAddress");
+        VkBufferDeviceAddressInfo ai{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+        ai.buffer = buf.buffer;
+        addr = impl.vk.vkGetBufferDeviceAddress(impl.device, &ai) + offset;
+      } else if (offset) {
+        bad(at + "'s " + name + " offset is " + std::to_string(offset) + " without a buffer (give the address itself)");
+      }
+      if (!addr) bad(at + " has no " + name + " buffer or address");
+      if (addr % 16) bad(at + "'s " + name + " address " + std::to_string(addr) + " is not a multiple of 16 bytes");
+    }
+    total += c.num_blocks;
+    chunks_.push_back(c);
+  }
+  if (total != config.num_blocks)
+    bad("the chunks hold " + std::to_string(total) + " blocks, expected config.num_blocks = " + std::to_string(config.num_blocks));
+  finish(ctx);
+}
+
+PagedKvCache::~PagedKvCache() = default;
+PagedKvCache::PagedKvCache(PagedKvCache&&) noexcept = default;
+PagedKvCache& PagedKvCache::operator=(PagedKvCache&&) noexcept = default;
+
+// The chunk table, in memory the host maps where it can (nothing submitted),
+// else uploaded.
+void PagedKvCache::finish(Context& ctx) {
+  context_id_ = impl_->id;
+  std::vector<uint64_t> table;
+  for (const auto& c : chunks_) table.push_back(c.k_address);
+  for (const auto& c : chunks_) table.push_back(c.v_address);
+  chunk_table_ = Buffer(ctx, table.size() * sizeof(uint64_t), MemoryKind::device_local_mapped);
   chunk_table_.upload(std::span<const uint64_t>(table));
 }
+
+VkDeviceAddress PagedKvCache::chunk_table_address() const { return chunk_table_.device_address(); }
 
 uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uint32_t d) const {
   const uint64_t bs = config_.block_size, nh = config_.num_kv_heads, hs = config_.head_size;
@@ -90,10 +168,14 @@ uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uin
 }
 
 template <class F>
-void PagedKvCache::for_block_range(uint32_t first, uint32_t count, F&& f) const {
+void PagedKvCache::for_block_range(uint32_t first, uint32_t count, const char* what, F&& f) const {
   if (first > config_.num_blocks || count > config_.num_blocks - first)
     throw Error("PagedKvCache: blocks [" + std::to_string(first) + ", " + std::to_string(uint64_t(first) + count) +
                 ") are outside the cache of " + std::to_string(config_.num_blocks) + " blocks");
+  for (const auto& c : chunks_)
+    if (!c.k_buffer.buffer || !c.v_buffer.buffer)
+      throw Error(std::string("PagedKvCache::") + what + ": the cache was built over bare device addresses, which "
+                  "vkattn cannot copy to or from: use your own copies");
   for (uint32_t b = first; b < first + count;) {
     uint32_t chunk = b / blocks_per_chunk_;
     uint32_t in_chunk = b - chunk * blocks_per_chunk_;
@@ -103,10 +185,36 @@ void PagedKvCache::for_block_range(uint32_t first, uint32_t count, F&& f) const 
   }
 }
 
+namespace {
+
+// A synchronous copy between a cache chunk (buffer, byte offset) and the host
+// through a staging allocation.
+void copy_chunk(detail::ContextImpl& impl, BufferRef buf, VkDeviceSize at, void* host, uint64_t bytes, bool to_device) {
+  constexpr uint64_t kStaging = 64ull << 20;
+  detail::Allocation staging = detail::allocate(impl, std::min(bytes, kStaging), MemoryKind::host_visible, "cache staging");
+  struct Free { detail::ContextImpl& i; detail::Allocation& a; ~Free() { detail::release(i, a); } } free_staging{impl, staging};
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = std::min(bytes - done, staging.size);
+    char* h = static_cast<char*>(host) + done;
+    if (to_device) std::memcpy(staging.mapped, h, n);
+    detail::submit_and_wait(impl, [&](VkCommandBuffer cmd) {
+      VkBufferCopy region{to_device ? 0 : at + done, to_device ? at + done : 0, n};
+      if (to_device) impl.vk.vkCmdCopyBuffer(cmd, staging.buffer, buf.buffer, 1, &region);
+      else impl.vk.vkCmdCopyBuffer(cmd, buf.buffer, staging.buffer, 1, &region);
+    });
+    if (!to_device) std::memcpy(h, staging.mapped, n);
+    done += n;
+  }
+}
+
+}  // namespace
+
 std::vector<uint8_t> PagedKvCache::read_blocks(KvPart part, uint32_t first, uint32_t count) const {
   std::vector<uint8_t> out(uint64_t(count) * block_bytes_);
-  for_block_range(first, count, [&](uint32_t chunk, uint64_t off, uint64_t bytes, uint64_t dst) {
-    this->chunk(part, chunk).download(out.data() + dst, bytes, off);
+  for_block_range(first, count, "read_blocks", [&](uint32_t chunk, uint64_t off, uint64_t bytes, uint64_t dst) {
+    const KvCacheChunk& c = chunks_[chunk];
+    const bool k = part == KvPart::key;
+    copy_chunk(*impl_, k ? c.k_buffer : c.v_buffer, (k ? c.k_offset : c.v_offset) + off, out.data() + dst, bytes, false);
   });
   return out;
 }
@@ -116,14 +224,24 @@ void PagedKvCache::write_blocks(KvPart part, uint32_t first, std::span<const uin
     throw Error("PagedKvCache::write_blocks: " + std::to_string(bytes.size()) + " bytes is not a whole number of blocks of " +
                 std::to_string(block_bytes_) + " bytes");
   uint32_t count = static_cast<uint32_t>(bytes.size() / block_bytes_);
-  for_block_range(first, count, [&](uint32_t chunk, uint64_t off, uint64_t n, uint64_t src) {
-    (part == KvPart::key ? k_chunks_ : v_chunks_)[chunk].upload(bytes.data() + src, n, off);
+  for_block_range(first, count, "write_blocks", [&](uint32_t chunk, uint64_t off, uint64_t n, uint64_t src) {
+    const KvCacheChunk& c = chunks_[chunk];
+    const bool k = part == KvPart::key;
+    copy_chunk(*impl_, k ? c.k_buffer : c.v_buffer, (k ? c.k_offset : c.v_offset) + off,
+               const_cast<uint8_t*>(bytes.data()) + src, n, true);
   });
 }
 
 void PagedKvCache::fill(uint32_t word) {
-  for (auto* list : {&k_chunks_, &v_chunks_})
-    for (auto& b : *list) b.fill(word);
+  for_block_range(0, config_.num_blocks, "fill", [](uint32_t, uint64_t, uint64_t, uint64_t) {});
+  auto& impl = *impl_;
+  detail::submit_and_wait(impl, [&](VkCommandBuffer cmd) {
+    for (const auto& c : chunks_) {
+      const VkDeviceSize bytes = uint64_t(c.num_blocks) * block_bytes_;   // a multiple of 16
+      impl.vk.vkCmdFillBuffer(cmd, c.k_buffer.buffer, c.k_offset, bytes, word);
+      impl.vk.vkCmdFillBuffer(cmd, c.v_buffer.buffer, c.v_offset, bytes, word);
+    }
+  });
 }
 
 }  // namespace vkattn

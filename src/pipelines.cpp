@@ -1,11 +1,15 @@
 #include "pipelines.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "context_impl.hpp"
 #include "shader_registry.hpp"
@@ -24,12 +28,29 @@ const EmbeddedModule* find_module(std::string_view kernel, std::string_view path
 
 namespace {
 
+// Larger files are not read (a pipeline cache of vkattn's kernels is a few MiB).
+constexpr off_t kMaxCacheFileBytes = off_t(256) << 20;
+
 // A cache file is used only when its header says it came from this very device
-// and driver; anything else (truncated, foreign) is ignored and rewritten.
+// and driver; anything else (truncated, foreign, too large) is ignored and
+// rewritten. Only regular files are opened (pipeline_cache_file checked the
+// path; O_NONBLOCK keeps a FIFO swapped in since then from blocking).
 std::vector<char> read_cache_file(const std::string& path, const VkPhysicalDeviceProperties& props) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  std::vector<char> data;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxCacheFileBytes) {
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    data.resize(done);
+  }
+  ::close(fd);
   if (data.size() < sizeof(VkPipelineCacheHeaderVersionOne)) return {};
   VkPipelineCacheHeaderVersionOne h;
   std::memcpy(&h, data.data(), sizeof h);
@@ -92,12 +113,37 @@ void print_pipeline_stats(const ContextImpl& impl, VkPipeline pipeline, const st
 
 }  // namespace
 
+std::string pipeline_cache_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string what = "pipeline cache file '" + path + "' (ContextOptions::pipeline_cache_path, VKATTN_PIPELINE_CACHE)";
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::path(path), ec);
+  if (ec) throw Error(what + " cannot be resolved: " + ec.message());
+  const fs::file_status st = fs::status(resolved, ec);
+  if (st.type() == fs::file_type::not_found) {
+    if (!fs::is_directory(resolved.parent_path(), ec))
+      throw Error(what + ": the directory '" + resolved.parent_path().string() + "' does not exist");
+    return resolved.string();
+  }
+  if (ec) throw Error(what + " cannot be examined: " + ec.message());
+  if (st.type() != fs::file_type::regular) {
+    const char* kind = st.type() == fs::file_type::directory ? "a directory"
+                       : st.type() == fs::file_type::character || st.type() == fs::file_type::block ? "a device"
+                       : st.type() == fs::file_type::fifo ? "a FIFO"
+                       : st.type() == fs::file_type::socket ? "a socket"
+                                                             : "not a regular file";
+    throw Error(what + " is " + kind + ": expected a regular file, or a path where one can be created");
+  }
+  return resolved.string();
+}
+
 Pipelines::Pipelines(ContextImpl& impl) : impl_(impl) {
   std::vector<char> initial;
   if (!impl.options.pipeline_cache_path.empty()) {
+    file_ = pipeline_cache_file(impl.options.pipeline_cache_path);
     VkPhysicalDeviceProperties props;
-    vkGetPhysicalDeviceProperties(impl.physical_device, &props);
-    initial = read_cache_file(impl.options.pipeline_cache_path, props);
+    impl.vk.vkGetPhysicalDeviceProperties(impl.physical_device, &props);
+    initial = read_cache_file(file_, props);
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = initial.size();
@@ -116,15 +162,26 @@ Pipelines::~Pipelines() {
   vk.vkDestroyPipelineCache(impl_.device, cache_, nullptr);
 }
 
+std::size_t Pipelines::created() const {
+  std::lock_guard lock(mutex_);
+  return created_;
+}
+
 void Pipelines::save_file() const {
-  const std::string& path = impl_.options.pipeline_cache_path;
+  const std::string& path = file_;
   if (path.empty()) return;
+  std::lock_guard lock(mutex_);
+  // The path was a regular file (or nothing) when the Context was made; only
+  // replace what is still one, so that a device or FIFO put there since is
+  // never overwritten.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return;
   size_t n = 0;
   if (impl_.vk.vkGetPipelineCacheData(impl_.device, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
   std::vector<char> data(n);
   if (impl_.vk.vkGetPipelineCacheData(impl_.device, cache_, &n, data.data()) != VK_SUCCESS) return;
   // Written beside and renamed, so a concurrent reader never sees half a file.
-  std::string tmp = path + ".tmp";
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return;   // an unwritable cache only costs start-up time
@@ -132,6 +189,7 @@ void Pipelines::save_file() const {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
 }
 
 VkDescriptorSetLayout Pipelines::set_layout(uint32_t bindings) {
@@ -169,7 +227,9 @@ VkShaderModule Pipelines::shader_module(std::string_view kernel, std::string_vie
 
 const Pipeline& Pipelines::get(const PipelineRequest& r) {
   auto key = std::make_tuple(std::string(r.kernel), static_cast<uint32_t>(r.path),
-                             std::vector<uint32_t>(r.spec.begin(), r.spec.end()), r.bindings, r.push_size);
+                             std::vector<uint32_t>(r.spec.begin(), r.spec.end()), r.bindings, r.push_size,
+                             r.required_subgroup_size);
+  std::lock_guard lock(mutex_);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return it->second;
 
@@ -195,6 +255,14 @@ const Pipeline& Pipelines::get(const PipelineRequest& r) {
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  const auto& caps = impl_.caps;
+  if (r.required_subgroup_size && caps.subgroup_size_control && r.required_subgroup_size >= caps.min_subgroup_size &&
+      r.required_subgroup_size <= caps.max_subgroup_size) {
+    rss.requiredSubgroupSize = r.required_subgroup_size;
+    ci.stage.pNext = &rss;
+    ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   ci.layout = p.layout;
   const bool stats = want_pipeline_stats(impl_);
   if (stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <tuple>
@@ -32,26 +33,37 @@ struct PipelineRequest {
   std::span<const uint32_t> spec;   // constant_id i = spec[i]
   uint32_t bindings = 0;            // including the status buffer at binding 0
   uint32_t push_size = 0;
-  uint32_t workgroup_size_spec_id = UINT32_MAX;   // for diagnostics only
+  // The subgroup size the kernel's code assumes (0: any). Asked of the
+  // driver where it offers subgroup size control; the kernels also check it.
+  uint32_t required_subgroup_size = 0;
 };
 
+// Thread-safe: get() may be called from several threads at once; the
+// pipelines it returns live as long as the Context.
 class Pipelines {
  public:
   explicit Pipelines(ContextImpl& impl);
   ~Pipelines();
   const Pipeline& get(const PipelineRequest& request);
   void save_file() const;
-  std::size_t created() const { return created_; }
+  std::size_t created() const;
 
  private:
   VkDescriptorSetLayout set_layout(uint32_t bindings);
   VkShaderModule shader_module(std::string_view kernel, std::string_view path, std::string* used_path);
   ContextImpl& impl_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  std::map<std::tuple<std::string, uint32_t, std::vector<uint32_t>, uint32_t, uint32_t>, Pipeline> pipelines_;
+  std::map<std::tuple<std::string, uint32_t, std::vector<uint32_t>, uint32_t, uint32_t, uint32_t>, Pipeline> pipelines_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<std::string, VkShaderModule> modules_;
   std::size_t created_ = 0;
+  std::string file_;          // the pipeline cache file, symlinks resolved; "" for none
+  mutable std::mutex mutex_;
 };
+
+// The pipeline cache file to use for `path` (ContextOptions::pipeline_cache_path):
+// `path` with symbolic links resolved. Throws vkattn::Error unless it names a
+// regular file or a file that does not exist yet in an existing directory.
+std::string pipeline_cache_file(const std::string& path);
 
 }  // namespace vkattn::detail

@@ -1,11 +1,13 @@
-// Internal: Vulkan entry points (volk) and VkResult checking.
+// Internal: Vulkan types, entry points (vk_functions.hpp) and VkResult checking.
 #pragma once
-#include <volk.h>
+#include <vulkan/vulkan_core.h>
 
 #include <string>
 #include <string_view>
 
 #include <vkattn/error.hpp>
+
+#include "vk_functions.hpp"
 
 // VK_KHR_shader_bfloat16 is newer than the 1.4.309 headers; its few enums are
 // fixed by the registry, so define them when the headers lack them.

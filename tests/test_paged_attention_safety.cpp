@@ -36,7 +36,7 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
   out.fill(0x7FC00000u);
   auto qv = TensorView::contiguous(q, DType::f16, {3, 4, 64});
   auto ov = TensorView::contiguous(out, DType::f32, {3, 4, 64});
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, qv, ov), "block table", "not a block of the cache");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, qv, ov), "block_table[", "not a block of the cache");
   // Block 0 stood in for the bad entries: every value read was 1.0, so every output is 1.0.
   auto o = out.download_as<float>(3 * 4 * 64);
   for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 1.0f) << "element " << i;

@@ -4,7 +4,7 @@
 #include "shader_registry.hpp"
 #include "vk_test.hpp"
 
-#include <volk.h>
+#include "context_impl.hpp"
 
 #include <cstring>
 
@@ -16,7 +16,6 @@ class ShaderModules : public VkTest {};
 TEST_F(ShaderModules, EveryModuleIsSpirvAndTheDeviceAcceptsItsPaths) {
   const auto& mods = detail::embedded_modules();
   ASSERT_FALSE(mods.empty());
-  volkLoadDevice(ctx().device());
   const auto& paths = ctx().capabilities().paths;
   int created = 0;
   for (const auto& m : mods) {
@@ -33,8 +32,8 @@ TEST_F(ShaderModules, EveryModuleIsSpirvAndTheDeviceAcceptsItsPaths) {
     ci.codeSize = m.size;
     ci.pCode = reinterpret_cast<const uint32_t*>(m.code);
     VkShaderModule sm;
-    ASSERT_EQ(vkCreateShaderModule(ctx().device(), &ci, nullptr, &sm), VK_SUCCESS);
-    vkDestroyShaderModule(ctx().device(), sm, nullptr);
+    ASSERT_EQ(ctx().impl().vk.vkCreateShaderModule(ctx().device(), &ci, nullptr, &sm), VK_SUCCESS);
+    ctx().impl().vk.vkDestroyShaderModule(ctx().device(), sm, nullptr);
     ++created;
   }
   EXPECT_GT(created, 0);

@@ -36,7 +36,14 @@ struct Capabilities {
   uint64_t max_buffer_size = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint64_t device_local_bytes = 0;
-  uint32_t multiprocessor_count = 0;   // 0 when the device does not say (VK_NV_shader_sm_builtins, VK_ARM_shader_core_builtins)
+  uint64_t device_local_budget_bytes = 0;   // what the largest device-local heap has left (VK_EXT_memory_budget, else its size)
+  // As the device reports them (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties,
+  // VK_ARM_shader_core_builtins); 0 when it does not say.
+  uint32_t multiprocessor_count = 0;
+  // What plans assume when they size split-KV work: multiprocessor_count, or
+  // where the device does not say, the CPU's threads for a CPU device, 8 for
+  // an integrated GPU and 32 otherwise.
+  uint32_t scheduling_multiprocessors = 0;
   float timestamp_period_ns = 0;       // 0 when compute queues lack timestamps
 
   bool float16 = false, bfloat16 = false, int8 = false, int64 = false;

@@ -1,5 +1,24 @@
 // vkattn::Context: the device vkattn runs on, created by the library or
 // adopted from the application, with its pipelines and capability report.
+//
+// Threads. A Context may be used by any number of threads at once, except
+// for its destruction and move: they may record ops into different command
+// buffers, create plans, caches and buffers, and run synchronous calls (which
+// take turns: one submission at a time). A command buffer is the caller's to
+// synchronise, as Vulkan requires. Plans are immutable and may be shared.
+//
+// Lifetime. Buffers and caches keep the Context's device alive, so they may
+// be destroyed before or after the Context object. Destroying any object that
+// owns device memory frees it at once: the caller must first make sure no
+// pending command buffer uses it (as for any Vulkan object). An adopted
+// device, instance and queue must outlive every vkattn object made on them.
+//
+// Submissions. vkattn submits only inside synchronous calls (the ops'
+// synchronous forms, Context::submit_and_wait, Buffer::upload/download/fill,
+// PagedKvCache::read_blocks/write_blocks/fill, and a cache's creation where
+// its chunk table cannot be mapped), to the Context's queue, and waits for
+// that submission alone. Recorded ops never submit, allocate device memory
+// or wait.
 #pragma once
 #include <vkattn/capabilities.hpp>
 #include <vulkan/vulkan_core.h>
@@ -30,6 +49,12 @@ struct ContextOptions {
   // Largest single buffer the library allocates (the KV cache is split into chunks
   // of at most this size). 0 = the device's limits. Smaller values exercise chunking.
   uint64_t max_chunk_bytes = 0;
+  // How long a synchronous call waits for its submission: 0 = no deadline (a
+  // hung GPU then shows up as VK_ERROR_DEVICE_LOST from the driver). When a
+  // deadline passes, the call throws, the Context becomes unusable (every
+  // later call throws) and nothing the submission may still use is freed
+  // until the Context is destroyed, which waits for it.
+  uint64_t submit_timeout_ns = 0;
 
   // Options with every environment override applied.
   ContextOptions with_environment() const;
@@ -44,17 +69,28 @@ struct AdoptInfo {
   VkInstance instance = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
-  VkQueue queue = VK_NULL_HANDLE;           // a queue with compute; synchronous ops submit here
+  // A queue with compute that vkattn's synchronous calls submit to (see
+  // "Submissions" above); the application must not use it from another thread
+  // during those calls. VK_NULL_HANDLE: vkattn never submits, and synchronous
+  // calls throw (an engine that only records needs none).
+  VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   std::vector<std::string> enabled_device_extensions;
-  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;   // null: load libvulkan
+  // Where vkattn loads its Vulkan entry points from (the application's loader
+  // or volk's vkGetInstanceProcAddr); null: libvulkan.so.1. vkattn defines no
+  // global Vulkan symbols, so it never replaces the application's.
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
 };
 
-namespace detail { struct ContextImpl; }
+class Context;
+namespace detail {
+struct ContextImpl;
+std::shared_ptr<ContextImpl> shared_impl(const Context& ctx);
+}  // namespace detail
 
 class Context {
  public:
-  // Creates an instance and device of its own.
+  // Creates an instance and device (and queue) of its own.
   explicit Context(ContextOptions options = {});
   // Works on the application's device.
   static Context adopt(const AdoptInfo& info, ContextOptions options = {});
@@ -77,15 +113,21 @@ class Context {
   VkQueue queue() const;
   uint32_t queue_family() const;
   bool owns_device() const;
+  // Unique in this process: BufferRef::context_id of this Context's buffers.
+  uint64_t id() const;
+  // False once a submission has timed out (ContextOptions::submit_timeout_ns).
+  bool usable() const;
 
   // Records work through `record`, submits it to the context's queue and waits.
-  // Then checks the status that kernels report (see check_device_status).
+  // Then throws the first device-side error that work reported (see
+  // check_device_status): each synchronous call sees only its own.
   void submit_and_wait(const std::function<void(VkCommandBuffer)>& record);
-  // Kernels that find bad device-side input (a slot beyond the cache, say) record
-  // it in a status word instead of touching memory out of bounds. Synchronous ops
-  // check it themselves; after running recorded ops, call this once their
-  // submission has completed: it throws vkattn::Error describing the first problem
-  // and clears the status.
+  // Kernels that find bad device-side input (a slot beyond the cache, a block
+  // table or query_start_loc corrupted on the device) record it in a status
+  // word instead of touching memory out of bounds. Ops recorded into the
+  // caller's command buffers share one status: call this once their
+  // submission has completed; it throws vkattn::Error describing the first
+  // problem and clears it. It reads mapped memory: no wait, no submission.
   void check_device_status();
   // With descriptor-set binding (no push descriptors), sets recorded into the
   // caller's command buffers stay allocated until this is called; call it when
@@ -101,13 +143,14 @@ class Context {
   void save_pipeline_cache() const;
   std::size_t pipelines_created() const;
 
-  detail::ContextImpl& impl() { return *impl_; }
-  const detail::ContextImpl& impl() const { return *impl_; }
+  // Internal state (for vkattn's tools and tests). Throws for a moved-from Context.
+  detail::ContextImpl& impl() const;
 
  private:
   struct AdoptTag {};
   explicit Context(AdoptTag);
-  std::unique_ptr<detail::ContextImpl> impl_;
+  friend std::shared_ptr<detail::ContextImpl> detail::shared_impl(const Context&);
+  std::shared_ptr<detail::ContextImpl> impl_;
 };
 
 }  // namespace vkattn

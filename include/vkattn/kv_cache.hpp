@@ -6,6 +6,7 @@
 #include <vkattn/dtype.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -37,9 +38,41 @@ struct KvCacheConfig {
   float v_scale = 1.0f;
 };
 
+// One chunk of a cache over the application's memory: `num_blocks` whole
+// blocks of K and as many of V, each a contiguous run of blocks in the layout's
+// order. Either buffers (created with STORAGE_BUFFER, SHADER_DEVICE_ADDRESS,
+// and for read_blocks/write_blocks/fill TRANSFER_SRC/DST usage, on memory
+// allocated with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT) with byte offsets,
+// or bare device addresses (then read_blocks/write_blocks/fill are not
+// available). Offsets and addresses must be multiples of 16 bytes.
+struct KvCacheChunk {
+  BufferRef k_buffer, v_buffer;
+  VkDeviceSize k_offset = 0, v_offset = 0;
+  VkDeviceAddress k_address = 0, v_address = 0;   // used where the buffer is VK_NULL_HANDLE
+  uint32_t num_blocks = 0;
+};
+
+// The cache. Its geometry and scales are fixed at creation. Kernels find a
+// block's chunk through a table of device addresses (at most 64 chunks of
+// K and 64 of V).
+//
+// Threads: ops may read and write one cache from several threads' command
+// buffers (ordering them is the caller's business, as for any buffer);
+// allocator() is not thread-safe. Lifetime: the cache keeps its Context's
+// device alive; its own chunks are freed with it (no pending command buffer
+// may use them then); an application's chunks must outlive it.
 class PagedKvCache {
  public:
+  // A cache of its own: num_blocks blocks in as few allocations as the
+  // device's limits allow. Throws vkattn::Error when the cache does not fit
+  // the device's memory (VK_EXT_memory_budget where the device has it).
   PagedKvCache(Context& ctx, const KvCacheConfig& config);
+  // A cache over the application's memory. Every chunk but the last must
+  // hold the same number of blocks, and they must add up to config.num_blocks.
+  PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<const KvCacheChunk> chunks);
+  ~PagedKvCache();
+  PagedKvCache(PagedKvCache&&) noexcept;
+  PagedKvCache& operator=(PagedKvCache&&) noexcept;
 
   const KvCacheConfig& config() const { return config_; }
   uint64_t num_slots() const { return uint64_t(config_.num_blocks) * config_.block_size; }
@@ -47,29 +80,35 @@ class PagedKvCache {
   uint64_t block_bytes() const { return block_bytes_; }
   uint64_t total_bytes() const { return 2 * block_bytes_ * config_.num_blocks; }
   uint32_t blocks_per_chunk() const { return blocks_per_chunk_; }
-  uint32_t num_chunks() const { return static_cast<uint32_t>(k_chunks_.size()); }
-  const Buffer& chunk(KvPart part, uint32_t i) const { return (part == KvPart::key ? k_chunks_ : v_chunks_).at(i); }
+  uint32_t num_chunks() const { return static_cast<uint32_t>(chunks_.size()); }
+  const KvCacheChunk& chunk(uint32_t i) const { return chunks_.at(i); }
+  // Whether the cache allocated its chunks itself.
+  bool owns_memory() const { return !owned_.empty(); }
   // Device address of a table of uint64 chunk addresses: K chunks, then V chunks.
-  VkDeviceAddress chunk_table_address() const { return chunk_table_.device_address(); }
+  VkDeviceAddress chunk_table_address() const;
+  uint64_t context_id() const { return context_id_; }
 
   // Index of an element inside its block (the layout's formula; kv_addressing.glsl has the same).
   uint64_t element_in_block(KvPart part, uint32_t token_in_block, uint32_t head, uint32_t dim) const;
 
-  // Raw bytes of blocks [first, first + count), as stored.
+  // Synchronous: raw bytes of blocks [first, first + count), as stored.
   std::vector<uint8_t> read_blocks(KvPart part, uint32_t first, uint32_t count) const;
   void write_blocks(KvPart part, uint32_t first, std::span<const uint8_t> bytes);
-  // Every byte of both caches set to a repeated 32-bit word.
+  // Synchronous: every byte of both caches set to a repeated 32-bit word.
   void fill(uint32_t word);
 
   BlockAllocator& allocator() { return allocator_; }
 
  private:
-  template <class F> void for_block_range(uint32_t first, uint32_t count, F&& f) const;
-  Context* ctx_;
+  void finish(Context& ctx);
+  template <class F> void for_block_range(uint32_t first, uint32_t count, const char* what, F&& f) const;
+  std::shared_ptr<detail::ContextImpl> impl_;
+  uint64_t context_id_ = 0;
   KvCacheConfig config_;
   uint64_t block_bytes_ = 0;
   uint32_t blocks_per_chunk_ = 0;
-  std::vector<Buffer> k_chunks_, v_chunks_;
+  std::vector<KvCacheChunk> chunks_;
+  std::vector<Buffer> owned_;      // the chunks' buffers when the cache made them (K, V, K, V, ...)
   Buffer chunk_table_;
   BlockAllocator allocator_;
 };

@@ -7,8 +7,7 @@
 #include <cmath>
 #include <memory>
 
-#include <volk.h>
-
+#include "context_impl.hpp"
 #include "gpu_timer.hpp"
 
 namespace vkattn::tool {
@@ -63,7 +62,7 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches) {
         VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
         mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
         mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+        ctx.impl().vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
                              nullptr, 0, nullptr);
       }
       bench::copy(ctx, (*bufs)[i], (*bufs)[i + 1], bytes, cmd);

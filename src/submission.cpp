@@ -1,0 +1,126 @@
+// Synchronous submissions and the kernels' device status.
+#include <vkattn/context.hpp>
+#include <vkattn/error.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "abi/common.h"
+#include "context_impl.hpp"
+
+namespace vkattn {
+namespace detail {
+
+void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record,
+                     const std::function<void()>& check) {
+  std::lock_guard lock(impl.submit_mutex);
+  impl.check_usable("a synchronous call");
+  if (!impl.queue)
+    throw Error("a synchronous call needs a queue, but this Context was adopted without one (AdoptInfo::queue): "
+                "record the op into your own command buffer instead");
+  const auto& vk = impl.vk;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = impl.command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  vk_check(vk.vkAllocateCommandBuffers(impl.device, &ai, &cmd), "vkAllocateCommandBuffers");
+  // Until it is submitted, or once it has completed, the command buffer and
+  // its descriptor sets are ours to free. A submission that timed out keeps
+  // both (pending_cmd): the GPU may still read them.
+  bool in_flight = false;
+  struct Cleanup {
+    ContextImpl& impl;
+    VkCommandBuffer cmd;
+    const bool& in_flight;
+    ~Cleanup() {
+      impl.sync_cmd.store(VK_NULL_HANDLE);
+      if (in_flight) return;
+      impl.vk.vkFreeCommandBuffers(impl.device, impl.command_pool, 1, &cmd);
+      impl.sync_sets.reset(impl.vk, impl.device);
+    }
+  } cleanup{impl, cmd, in_flight};
+  impl.sync_cmd.store(cmd);
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(vk.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+  // Earlier submissions' writes were made available by their fences; make them
+  // visible here, and make this submission's writes visible to the host after.
+  auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    mb.dstAccessMask = dst_access;
+    vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
+  barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+  record(cmd);
+  barrier(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  vk_check(vk.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  vk_check(vk.vkResetFences(impl.device, 1, &impl.fence), "vkResetFences");
+  vk_check(vk.vkQueueSubmit(impl.queue, 1, &si, impl.fence), "vkQueueSubmit");
+  in_flight = true;
+  impl.pending_cmd = cmd;
+  const uint64_t deadline = impl.options.submit_timeout_ns ? impl.options.submit_timeout_ns : UINT64_MAX;
+  const VkResult r = vk.vkWaitForFences(impl.device, 1, &impl.fence, VK_TRUE, deadline);
+  if (r == VK_TIMEOUT) {
+    impl.lost_reason = "a submission did not complete within " + std::to_string(impl.options.submit_timeout_ns) +
+                       " ns (ContextOptions::submit_timeout_ns)";
+    impl.lost.store(true, std::memory_order_release);
+    throw Error(impl.lost_reason + "; the Context is now unusable, and what the submission uses stays allocated "
+                "until the Context is destroyed (which waits for it)", r);
+  }
+  if (r != VK_SUCCESS) {
+    // Device lost (or out of memory while waiting): the GPU no longer runs
+    // the submission, so its objects may be freed.
+    in_flight = false;
+    impl.pending_cmd = VK_NULL_HANDLE;
+    vk_check(r, "vkWaitForFences");
+  }
+  in_flight = false;
+  impl.pending_cmd = VK_NULL_HANDLE;
+  if (check) check();
+}
+
+void throw_status(ContextImpl& impl, StatusSlot slot) {
+  uint32_t* words = impl.status_words(slot);
+  const uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
+  if (code == abi::STATUS_OK) return;
+  std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
+  switch (code) {
+    case abi::STATUS_BLOCK_OUT_OF_RANGE:
+      throw Error("paged_attention: block_table[" + std::to_string(a) + ", " + std::to_string(b) + "] = " +
+                  std::to_string(static_cast<int32_t>(c)) +
+                  " on the device is not a block of the cache (expected 0 <= entry < num_blocks); block 0 was read instead");
+    case abi::STATUS_SLOT_OUT_OF_RANGE: {
+      int64_t slot_value = static_cast<int64_t>((uint64_t(c) << 32) | b);
+      throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot_value) +
+                  " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
+    }
+    case abi::STATUS_SUBGROUP_SIZE:
+      throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
+                  " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");
+    default:
+      throw Error("a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
+                  std::to_string(b) + ", " + std::to_string(c) + ")");
+  }
+}
+
+}  // namespace detail
+
+void Context::submit_and_wait(const std::function<void(VkCommandBuffer)>& record) {
+  auto& i = impl();
+  detail::submit_and_wait(i, record, [&] { detail::throw_status(i, detail::StatusSlot::synchronous); });
+}
+
+void Context::check_device_status() { detail::throw_status(impl(), detail::StatusSlot::recorded); }
+
+void Context::release_recorded_descriptor_sets() {
+  auto& i = impl();
+  std::lock_guard lock(i.recorded_sets_mutex);
+  i.recorded_sets.reset(i.vk, i.device);
+}
+
+}  // namespace vkattn
