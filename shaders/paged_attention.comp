@@ -71,7 +71,7 @@ void store_tile(bool is_value, uvec4 raw[CPT_MAX]) {
     if (i >= CPT || c >= CHUNKS) continue;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     float x[8];
-    pa_decode_raw8(raw[i], is_value ? hdr.v_scale : hdr.k_scale, x);
+    pa_decode_raw8(raw[i], is_value ? pc.v_scale : pc.k_scale, x);
     [[unroll]] for (uint e = 0; e < 8u; ++e) KVs[j * DP + d + e] = x[e];
   }
 }
@@ -85,14 +85,15 @@ void set_key_blocks(uint tid, PaItem it, int k_pos, int raw) {
 
 void main() {
   const uint item = vka_linear_workgroup(pc.grid_x);
-  if (item >= pc.num_items) return;
+  if (item >= pc.num_workgroups) return;
   const uint tid = gl_LocalInvocationIndex;
-  const PaItem it = pa_load_item(item);
+  PaItem it;
+  if (!pa_load_item(item, true, it)) return;   // the same for the whole workgroup
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
   for (uint i = tid; i < BM * D; i += WG) {
     const uint bits = pa_q_bits(it, i / D, i % D);
-    Qs[(i / D) * DP + i % D] = (PA_Q_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits)) * hdr.scale;
+    Qs[(i / D) * DP + i % D] = (PA_Q_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits)) * pc.scale;
   }
   pa_load_chunk_bases();
 

@@ -17,18 +17,15 @@
 #define VKATTN_PAGED_ATTENTION_REDUCE
 #include "abi/paged_attention.h"
 #include "grid.glsl"
-#include "number_formats.glsl"
 #include "online_softmax.glsl"
-#include "status.glsl"
+
+const uint PA_HEAD_SIZE = PR_HEAD_SIZE;
+const uint PA_NUM_Q_HEADS = PR_NUM_Q_HEADS;
+const uint PA_OUT_DTYPE = PR_OUT_DTYPE;
+const uint PA_HAS_SINKS = PR_HAS_SINKS;
+#include "paged_attention_bindings.glsl"
 
 layout(local_size_x_id = 4) in;
-
-layout(set = 0, binding = 1, std430) writeonly buffer Out16 { uint16_t out16[]; };
-layout(set = 0, binding = 1, std430) writeonly buffer Out32 { float out32[]; };
-layout(set = 0, binding = 1, std430) writeonly buffer Out8 { uint8_t out8[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Lse { float lse_out[]; };
-layout(set = 0, binding = 3, std430) readonly buffer MetaF { PagedAttentionMeta hdr; float fwords[]; };
-layout(set = 0, binding = 4, std430) readonly buffer Scratch { float scratch[]; };
 
 const uint WG = PR_WORKGROUP_SIZE;
 const uint MAX_SEGMENTS = 256u;   // the plan's limit
@@ -60,24 +57,28 @@ void workgroup_merge(inout float m, inout float l) {
 
 void main() {
   const uint row = vka_linear_workgroup(pc.grid_x);
-  if (row >= pc.num_items) return;
+  if (row >= pc.num_workgroups) return;
   const uint tid = gl_LocalInvocationIndex;
-  const uint token = row / hdr.num_q_heads, head = row % hdr.num_q_heads;
-  const uint S = hdr.num_segments;
-  const uint stats = hdr.num_tokens * hdr.num_q_heads * S * PR_HEAD_SIZE + row * S * 2u;
-  const uint o0 = row * S * PR_HEAD_SIZE;
+  const uint token = row / PA_NUM_Q_HEADS, head = row % PA_NUM_Q_HEADS;
+  // Tokens past the batch (a replay plan's spare capacity) have no partial
+  // results; a query_start_loc out of range was reported by the attention kernel.
+  if (token >= uint(clamp(pa_query_start(pc.num_seqs), 0, int(pc.num_tokens)))) return;
+  const uint S = pc.num_segments;
+  const uint slot0 = pa_partial_slot(token, head, 0u);
+  const uint stats = pa_partial_stats(slot0);
+  const uint o0 = pa_partial_out(slot0, 0u);
 
   // Every load that does not depend on another is issued first: the sink, the
   // segments' (m, l), and the first EARLY segments' outputs of column tid.
-  const float sink = PR_HAS_SINKS != 0u ? fwords[hdr.sinks_at + head] : VKA_NEG_INF;
+  const float sink = PR_HAS_SINKS != 0u ? pa_sink(head, tid == 0u) : VKA_NEG_INF;
   float early[EARLY];
   [[unroll]] for (uint i = 0; i < EARLY; ++i)
-    early[i] = i < S && tid < PR_HEAD_SIZE ? scratch[o0 + i * PR_HEAD_SIZE + tid] : 0.0;
-  const float my_m = tid < S ? scratch[stats + tid * 2u] : VKA_NEG_INF;   // segment tid's
-  float m = my_m, l = tid < S ? scratch[stats + tid * 2u + 1u] : 0.0;
-  for (uint s = tid + WG; s < S; s += WG) vka_softmax_merge(m, l, scratch[stats + s * 2u], scratch[stats + s * 2u + 1u]);
+    early[i] = i < S && tid < PR_HEAD_SIZE ? workspace[o0 + i * PR_HEAD_SIZE + tid] : 0.0;
+  const float my_m = tid < S ? workspace[stats + tid * 2u] : VKA_NEG_INF;   // segment tid's
+  float m = my_m, l = tid < S ? workspace[stats + tid * 2u + 1u] : 0.0;
+  for (uint s = tid + WG; s < S; s += WG) vka_softmax_merge(m, l, workspace[stats + s * 2u], workspace[stats + s * 2u + 1u]);
   workgroup_merge(m, l);
-  for (uint s = tid; s < S; s += WG) seg_weight[s] = vka_exp_diff(s == tid ? my_m : scratch[stats + s * 2u], m);
+  for (uint s = tid; s < S; s += WG) seg_weight[s] = vka_exp_diff(s == tid ? my_m : workspace[stats + s * 2u], m);
   barrier();
 
   float factor, lse;
@@ -93,14 +94,10 @@ void main() {
     // The rest eight segments at a time, their loads issued before any is used.
     for (; s < S; s += 8u) {
       float v[8];
-      [[unroll]] for (uint i = 0; i < 8u; ++i) v[i] = s + i < S ? scratch[o0 + (s + i) * PR_HEAD_SIZE + d] : 0.0;
+      [[unroll]] for (uint i = 0; i < 8u; ++i) v[i] = s + i < S ? workspace[o0 + (s + i) * PR_HEAD_SIZE + d] : 0.0;
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc += s + i < S ? v[i] * seg_weight[s + i] : 0.0;
     }
-    const float value = acc * factor;
-    const uint at = pc.out_offset + token * pc.out_token_stride + head * pc.out_head_stride + d;
-    if (PR_OUT_DTYPE == DTYPE_F32) out32[at] = value;
-    else if (PR_OUT_DTYPE == DTYPE_F16 || PR_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PR_OUT_DTYPE, value));
-    else out8[at] = uint8_t(vka_encode(PR_OUT_DTYPE, value * hdr.out_inv_scale));
+    pa_write_out(token, head, d, acc * factor);
   }
-  if (PR_WRITE_LSE != 0u && tid == 0u) lse_out[pc.lse_offset + token * pc.lse_token_stride + head] = lse;
+  if (PR_WRITE_LSE != 0u && tid == 0u) pa_write_lse(token, head, lse);
 }

@@ -186,14 +186,15 @@ void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint 
 
 void main() {
   const uint item = vka_linear_workgroup(pc.grid_x);
-  if (item >= pc.num_items) return;
+  if (item >= pc.num_workgroups) return;
   if (gl_SubgroupSize != SG) {   // the row/lane mapping below assumes SG
     if (gl_LocalInvocationIndex == 0u) vka_report(STATUS_SUBGROUP_SIZE, gl_SubgroupSize, SG, 0u);
     return;
   }
   const uint tid = gl_LocalInvocationIndex;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const PaItem it = pa_load_item(item);
+  PaItem it;
+  if (!pa_load_item(item, true, it)) return;   // the same for the whole workgroup
   // Tiles start at multiples of 16 (a tile is then inside one block); keys
   // before kv_begin belong to another segment or lie outside the window.
   const int a0 = it.kv_begin & ~15;
@@ -251,7 +252,7 @@ void main() {
       const int k_pos = k0 + int(my_c0 + c);
       // The scale and the row's position are read here, not held through the
       // loop: 2 registers fewer (168 on an H200, which fits 12 subgroups per SM).
-      const float sc = s_tile[warp * ST + my_row * 16u + my_c0 + c] * (hdr.scale * (PA_FP8_CACHE ? hdr.k_scale : 1.0));
+      const float sc = s_tile[warp * ST + my_row * 16u + my_c0 + c] * (pc.scale * (PA_FP8_CACHE ? pc.k_scale : 1.0));
       const int q_pos = row_qpos[my_row];
       x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
       tile_max = max(tile_max, x[c]);
@@ -297,7 +298,7 @@ void main() {
   float mm = VKA_NEG_INF, ll = 0.0;
   for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
   for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
-  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * (PA_FP8_CACHE ? hdr.v_scale : 1.0);
+  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * (PA_FP8_CACHE ? pc.v_scale : 1.0);
   if (warp == 0u && lane % LPR == 0u) {
     final_m[my_row] = mm;
     final_l[my_row] = ll;
@@ -305,7 +306,8 @@ void main() {
   subgroup_sync();
   MatC fm;   // element (d, r) = this subgroup's factor of row r
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-  const PaItem done = pa_load_item(item);   // loaded again: fewer registers live through the key loop
+  PaItem done;   // loaded again: fewer registers live through the key loop
+  pa_load_item(item, false, done);
   if (MERGE_IN_ONE_STEP) {
     // Every subgroup stores its scaled O in its own slot, then each
     // invocation sums its elements over the slots: one barrier.

@@ -10,26 +10,27 @@ namespace vkattn::detail {
 
 BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string_view op, std::string_view name) {
   const auto& caps = impl.caps;
-  std::string what = std::string(op) + ": " + std::string(name);
-  if (!view.buffer.buffer) throw Error(what + ": the buffer is VK_NULL_HANDLE");
+  auto what = [&] { return std::string(op) + ": " + std::string(name); };
+  if (!view.buffer.buffer) throw Error(what() + ": the buffer is VK_NULL_HANDLE");
   if (view.buffer.context_id && view.buffer.context_id != impl.id)
-    throw Error(what + ": the buffer belongs to another Context (id " + std::to_string(view.buffer.context_id) +
+    throw Error(what() + ": the buffer belongs to another Context (id " + std::to_string(view.buffer.context_id) +
                 ", this one is " + std::to_string(impl.id) + ")");
   const VkDeviceSize esize = dtype_size(view.dtype);
   if (view.offset % esize)
-    throw Error(what + ": byte offset " + std::to_string(view.offset) + " is not a multiple of the element size " + std::to_string(esize));
+    throw Error(what() + ": byte offset " + std::to_string(view.offset) + " is not a multiple of the element size " + std::to_string(esize));
   VkDeviceSize end = view.end_byte();
   if (end > view.buffer.size)
-    throw Error(what + ": the view " + view.shape_string() + " from byte " + std::to_string(view.offset) + " needs " +
+    throw Error(what() + ": the view " + view.shape_string() + " from byte " + std::to_string(view.offset) + " needs " +
                 std::to_string(end) + " bytes, but the buffer holds " + std::to_string(view.buffer.size));
   // Start the binding at the device-aligned offset at or before the view. Both the
-  // alignment and element sizes are powers of two, so the gap is whole elements.
+  // alignment and element sizes are powers of two, so the gap is whole elements,
+  // fewer than 256 (minStorageBufferOffsetAlignment is at most 256 bytes).
   VkDeviceSize align = std::max<VkDeviceSize>(caps.min_storage_buffer_offset_alignment, esize);
   VkDeviceSize start = view.offset - view.offset % align;
   VkDeviceSize range = std::max<VkDeviceSize>(end - start, esize);
   range = std::min(range, view.buffer.size - start);
   if (range > caps.max_storage_buffer_range)
-    throw Error(what + ": the view spans " + std::to_string(range) + " bytes, more than the device binds at once (maxStorageBufferRange " +
+    throw Error(what() + ": the view spans " + std::to_string(range) + " bytes, more than the device binds at once (maxStorageBufferRange " +
                 std::to_string(caps.max_storage_buffer_range) + ")");
   uint64_t elem = (view.offset - start) / esize;
   return {{view.buffer.buffer, start, range}, static_cast<uint32_t>(elem)};

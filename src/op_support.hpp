@@ -28,6 +28,20 @@ void check_view(std::string_view op, std::string_view name, const TensorView& v,
 // non-negative and small enough for 32-bit indexing in shaders.
 void check_strides(std::string_view op, std::string_view name, const TensorView& v);
 
+// For outputs: throws when two elements of the view share memory (a zero
+// stride, or strides that interleave).
+void check_distinct_elements(std::string_view op, std::string_view name, const TensorView& v);
+
+// A view and its name in messages; a null view is absent and skipped.
+struct NamedView {
+  const TensorView* view;
+  const char* name;
+};
+// Throws when an output's bytes overlap another output's or an input's in the
+// same buffer (compared as byte ranges: views that interleave without
+// touching the same bytes are refused too).
+void check_apart(std::string_view op, std::span<const NamedView> outputs, std::span<const NamedView> inputs);
+
 uint32_t to_u32(std::string_view op, std::string_view what, int64_t value);
 
 }  // namespace vkattn::detail

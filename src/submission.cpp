@@ -99,6 +99,28 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
       throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot_value) +
                   " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
     }
+    case abi::STATUS_QUERY_START_LOC:
+      throw Error("paged_attention: query_start_loc on the device is unusable at sequence " + std::to_string(a) + ": [" +
+                  std::to_string(static_cast<int32_t>(b)) + ", " + std::to_string(static_cast<int32_t>(c)) +
+                  "] (expected 0 <= query_start_loc[s] <= query_start_loc[s + 1] <= the plan's num_tokens); the sequence was skipped");
+    case abi::STATUS_SEQ_LEN:
+      throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(static_cast<int32_t>(b)) +
+                  " on the device is below its query_len " + std::to_string(c) +
+                  " (expected 0, or >= query_len: the new tokens are in the cache); the sequence was skipped");
+    case abi::STATUS_SEQ_LEN_TABLE:
+      throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(b) +
+                  " on the device exceeds what its block-table row holds (" + std::to_string(c) +
+                  " keys: max_blocks_per_seq * block_size); the sequence was skipped");
+    case abi::STATUS_QUERY_LEN_PLAN:
+      throw Error("paged_attention: sequence " + std::to_string(a) + " has query_len " + std::to_string(b) +
+                  " on the device, more than the plan's tiles hold (" + std::to_string(c) +
+                  " tokens); the sequence was skipped: plan with a larger max_query_len");
+    case abi::STATUS_PARAMETER: {
+      float v;
+      std::memcpy(&v, &c, 4);
+      throw Error(std::string("paged_attention: ") + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
+                  std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
+    }
     case abi::STATUS_SUBGROUP_SIZE:
       throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
                   " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");

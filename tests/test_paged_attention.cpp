@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 
+#include "device_batch.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "vk_test.hpp"
 
@@ -383,27 +384,29 @@ class PagedAttentionBadInput : public VkTest {
  protected:
   void SetUp() override {
     VkTest::SetUp();
-    cache_ = std::make_unique<PagedKvCache>(ctx(), KvCacheConfig{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2,
-                                                                 .head_size = 64});
+    cache_ = std::make_unique<PagedKvCache>(ctx(), cfg_);
     cache_->fill(0x3C003C00u);
     q_ = Buffer(ctx(), 3 * 8 * 64 * 2);
     out_ = Buffer(ctx(), 3 * 8 * 64 * 4);
     lse_ = Buffer(ctx(), 3 * 8 * 4);
+    params_ = Buffer(ctx(), 64 * 4);
     q_.fill(0x3C003C00u);
     out_.fill(0xFFFFFFFFu);
     // Two sequences: decode over 20 keys (blocks 3, 4) and 2 new tokens of 5 (block 5).
-    batch_ = {{0, 1, 3}, {20, 5}, {3, 4, 5, 0}, 2};
-    opts_.scale = 0.125f;
+    batch_ = std::make_unique<DeviceBatch>(ctx(), std::vector<int32_t>{0, 1, 3}, std::vector<int32_t>{20, 5},
+                                           std::vector<int32_t>{3, 4, 5, 0}, 2);
   }
   void TearDown() override {
+    batch_.reset();
     cache_.reset();
     q_ = Buffer();
     out_ = Buffer();
     lse_ = Buffer();
+    params_ = Buffer();
     VkTest::TearDown();
   }
   PagedAttentionPlan plan(uint32_t hq = 4, DType qd = DType::f16) {
-    return PagedAttentionPlan(ctx(), *cache_, hq, qd, batch_, opts_);
+    return PagedAttentionPlan(ctx(), cfg_, hq, qd, batch_->lengths());
   }
   TensorView q(std::vector<int64_t> shape = {3, 4, 64}, DType t = DType::f16) {
     return TensorView::contiguous(q_, t, std::move(shape));
@@ -411,53 +414,64 @@ class PagedAttentionBadInput : public VkTest {
   TensorView out(std::vector<int64_t> shape = {3, 4, 64}, DType t = DType::f16) {
     return TensorView::contiguous(out_, t, std::move(shape));
   }
+  TensorView param(std::vector<int64_t> shape, VkDeviceSize offset = 0) {
+    return TensorView::contiguous(params_, DType::f32, std::move(shape), offset);
+  }
+  PagedAttentionArgs args(TensorView qv, TensorView ov, std::optional<TensorView> lse = std::nullopt) {
+    PagedAttentionArgs a;
+    a.q = std::move(qv);
+    a.out = std::move(ov);
+    a.lse = std::move(lse);
+    a.batch = batch_->view();
+    a.params.scale = 0.125f;
+    return a;
+  }
+  PagedAttentionArgs args() { return args(q(), out()); }
   void expect_out_untouched() {
     auto b = out_.download_as<uint8_t>(out_.size());
     for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], 0xFF) << "out byte " << i << " was written";
   }
+  KvCacheConfig cfg_{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
   std::unique_ptr<PagedKvCache> cache_;
-  Buffer q_, out_, lse_;
-  PagedAttentionBatch batch_;
-  PagedAttentionOptions opts_;
+  std::unique_ptr<DeviceBatch> batch_;
+  Buffer q_, out_, lse_, params_;
 };
 
 TEST_F(PagedAttentionBadInput, TheValidSetupRuns) {
   auto p = plan();
-  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, q(), out()));
+  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, args()));
 }
 
-TEST_F(PagedAttentionBadInput, BlockTableEntryOutsideTheCache) {
-  batch_.block_table = {3, 9, 5, 0};
-  EXPECT_VKATTN_ERROR(plan(), "block_table", "= 9", "num_blocks");
-  batch_.block_table = {3, 4, -1, 0};
-  EXPECT_VKATTN_ERROR(plan(), "block_table", "= -1", "num_blocks");
-  // Entries past a sequence's blocks are not used, so not checked.
-  batch_.block_table = {3, 4, 5, 1 << 30};
-  EXPECT_NO_THROW(plan());
-}
-
-TEST_F(PagedAttentionBadInput, SeqLenBeyondTheBlockTable) {
-  batch_.seq_lens = {33, 5};   // needs 3 blocks, the table has 2 per sequence
-  EXPECT_VKATTN_ERROR(plan(), "seq_lens[0] = 33", "max_blocks_per_seq");
-  batch_.seq_lens = {20, -1};
+TEST_F(PagedAttentionBadInput, LengthsTheHostChecks) {
+  batch_->seq_lens() = {20, -1};
   EXPECT_VKATTN_ERROR(plan(), "seq_lens[1] = -1");
-}
-
-TEST_F(PagedAttentionBadInput, QueryLenBeyondSeqLen) {
-  batch_.seq_lens = {20, 1};   // sequence 1 has 2 new tokens
+  batch_->seq_lens() = {20, 1};   // sequence 1 has 2 new tokens
   EXPECT_VKATTN_ERROR(plan(), "query_len", "seq_lens[1] = 1");
+  batch_->seq_lens() = {20, 5};
+  batch_->query_start_loc() = {1, 2, 3};
+  EXPECT_VKATTN_ERROR(plan(), "query_start_loc[0] = 1");
+  batch_->query_start_loc() = {0, 2, 1};
+  EXPECT_VKATTN_ERROR(plan(), "query_start_loc", "decreasing");
+  const std::vector<int32_t> two{0, 1}, lens{20, 5};
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg_, 4, DType::f16, PagedAttentionLengths{two, lens}),
+                      "query_start_loc has 2 entries", "num_seqs + 1 = 3");
 }
 
-TEST_F(PagedAttentionBadInput, BatchShape) {
-  batch_.query_start_loc = {0, 1};
-  EXPECT_VKATTN_ERROR(plan(), "query_start_loc", "num_seqs + 1");
-  batch_.query_start_loc = {1, 2, 3};
-  EXPECT_VKATTN_ERROR(plan(), "query_start_loc[0] = 1");
-  batch_.query_start_loc = {0, 2, 1};
-  EXPECT_VKATTN_ERROR(plan(), "query_start_loc", "decreasing");
-  batch_.query_start_loc = {0, 1, 3};
-  batch_.block_table = {3, 4, 5};
-  EXPECT_VKATTN_ERROR(plan(), "block_table has 3 entries", "num_seqs * max_blocks_per_seq");
+TEST_F(PagedAttentionBadInput, BatchViewShapes) {
+  auto p = plan();
+  auto a = args();
+  a.batch.block_table.shape = {3, 2};
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "block_table has shape [3, 2]", "num_seqs");
+  a = args();
+  a.batch.query_start_loc.shape = {2};
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "query_start_loc has shape [2]", "expected [3]");
+  a = args();
+  a.batch.seq_lens.dtype = DType::i64;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "seq_lens has dtype i64", "i32");
+  a = args();
+  a.batch.block_table.shape = {2, 0};
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "block_table has 0 columns");
+  expect_out_untouched();
 }
 
 TEST_F(PagedAttentionBadInput, QHeadsNotDivisibleByKvHeads) {
@@ -469,7 +483,7 @@ TEST_F(PagedAttentionBadInput, QDtype) {
   EXPECT_VKATTN_ERROR(plan(4, DType::f32), "q dtype f32", "f16 or bf16");
   EXPECT_VKATTN_ERROR(plan(4, DType::fp8_e4m3), "q dtype fp8_e4m3");
   auto p = plan();
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q({3, 4, 64}, DType::bf16), out()), "q has dtype bf16",
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q({3, 4, 64}, DType::bf16), out())), "q has dtype bf16",
                       "expected f16");
   expect_out_untouched();
 }
@@ -477,23 +491,46 @@ TEST_F(PagedAttentionBadInput, QDtype) {
 TEST_F(PagedAttentionBadInput, ViewShapes) {
   auto p = plan();
   // head_size of q differs from the cache's.
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q({3, 4, 32}), out()), "q has shape [3, 4, 32]",
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q({3, 4, 32}), out())), "q has shape [3, 4, 32]",
                       "head_size");
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q({3, 8, 64}), out()), "q has shape [3, 8, 64]",
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q({3, 8, 64}), out())), "q has shape [3, 8, 64]",
                       "num_q_heads");
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q({2, 4, 64}), out()), "q has shape [2, 4, 64]",
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q({2, 4, 64}), out())), "q has shape [2, 4, 64]",
                       "num_tokens");
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q(), out({3, 4, 32})), "out has shape [3, 4, 32]",
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), out({3, 4, 32}))), "out has shape [3, 4, 32]",
                       "expected [3, 4, 64]");
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q(), out({3, 4, 64}, DType::i32)), "out has dtype i32");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), out({3, 4, 64}, DType::i32))), "out has dtype i32");
   auto lse = TensorView::contiguous(lse_, DType::f32, {3, 3});
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q(), out(), lse), "lse has shape [3, 3]", "expected [3, 4]");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), out(), lse)), "lse has shape [3, 3]", "expected [3, 4]");
   lse = TensorView::contiguous(lse_, DType::f16, {3, 4});
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q(), out(), lse), "lse has dtype f16", "f32");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), out(), lse)), "lse has dtype f16", "f32");
   // A view past the end of its buffer.
   Buffer small(ctx(), 100);
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, q(), TensorView::contiguous(small, DType::f16, {3, 4, 64})),
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), TensorView::contiguous(small, DType::f16, {3, 4, 64}))),
                       "out");
+  expect_out_untouched();
+}
+
+TEST_F(PagedAttentionBadInput, OutputsThatShareMemory) {
+  auto p = plan();
+  // out over q shifted by one token, in q's buffer.
+  auto shifted = TensorView::contiguous(q_, DType::f16, {3, 4, 64}, 0);
+  Buffer both(ctx(), 4 * 4 * 64 * 2);
+  auto q_in_both = TensorView::contiguous(both, DType::f16, {3, 4, 64});
+  auto out_in_both = TensorView::contiguous(both, DType::f16, {3, 4, 64}, 4 * 64 * 2);
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q_in_both, out_in_both)), "out", "overlaps q");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), shifted)), "out", "overlaps q");
+  // Zero strides: every token's output on the same row.
+  auto zero = out();
+  zero.strides = {0, 64, 1};
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), zero)), "out", "share memory");
+  // lse placed over out.
+  auto lse_over_out = TensorView::contiguous(out_, DType::f32, {3, 4}, 64);
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), out(), lse_over_out)), "overlaps");
+  // out over the batch's metadata.
+  auto a = args();
+  a.out = TensorView::contiguous(BufferRef{a.batch.seq_lens.buffer}, DType::f16, {3, 4, 64});
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "out");
   expect_out_untouched();
 }
 
@@ -501,41 +538,141 @@ TEST_F(PagedAttentionBadInput, CacheOtherThanThePlans) {
   auto p = plan();
   PagedKvCache other(ctx(), KvCacheConfig{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64,
                                           .dtype = DType::bf16});
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, other, q(), out()), "cache");
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, other, args()), "cache");
   expect_out_untouched();
 }
 
-TEST_F(PagedAttentionBadInput, OptionSizesAndValues) {
-  opts_.alibi_slopes = {0.5f, 0.25f, 0.125f};
-  EXPECT_VKATTN_ERROR(plan(), "alibi_slopes has 3 entries", "num_q_heads = 4");
-  opts_.alibi_slopes.clear();
-  opts_.sinks = {1, 2, 3, 4, 5};
-  EXPECT_VKATTN_ERROR(plan(), "sinks has 5 entries", "num_q_heads = 4");
-  opts_.sinks.clear();
-  opts_.qq_bias = {0, 0, 0};
-  opts_.qq_bias_stride = 2;
-  EXPECT_VKATTN_ERROR(plan(), "qq_bias has 3 entries", "qq_bias_stride = 2");
-  opts_.qq_bias.clear();
-  opts_.qq_bias_stride = 0;
-  opts_.scale = 0;
-  EXPECT_VKATTN_ERROR(plan(), "scale", "> 0");
-  opts_.scale = 0.125f;
-  opts_.sliding_window = -3;
-  EXPECT_VKATTN_ERROR(plan(), "sliding_window = -3");
-  opts_.sliding_window = 0;
-  opts_.softcap = -1;
-  EXPECT_VKATTN_ERROR(plan(), "softcap");
-  opts_.softcap = 0;
-  opts_.out_scale = 0;
-  EXPECT_VKATTN_ERROR(plan(), "out_scale");
+TEST_F(PagedAttentionBadInput, ParamSizesAndValues) {
+  auto p = plan();
+  auto a = args();
+  a.params.alibi_slopes = param({3});
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "alibi_slopes has shape [3]", "expected [4]");
+  a = args();
+  a.params.sinks = param({5});
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sinks has shape [5]", "expected [4]");
+  a = args();
+  a.params.sinks = TensorView::contiguous(params_, DType::f16, {4});
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sinks has dtype f16");
+  a = args();
+  a.params.qq_bias = param({1, 2});   // sequence 1 has 2 new tokens: 2 rows are needed
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "qq_bias has 1 rows", "longest query_len = 2");
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    a = args();
+    a.params.scale = bad;
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "scale", "finite value > 0");
+    a = args();
+    a.params.out_scale = bad;
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "out_scale");
+  }
+  a = args();
+  a.params.sliding_window = -3;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sliding_window = -3");
+  a = args();
+  a.params.softcap = -1;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "softcap");
+  expect_out_untouched();
 }
 
-TEST_F(PagedAttentionBadInput, QqBiasWithTooFewRows) {
-  // Sequence 1 has 2 new tokens, so qq_bias needs at least 2 rows; one row of
-  // stride 2 would make the kernel read past the bias.
-  opts_.qq_bias = {0.5f, -0.5f};
-  opts_.qq_bias_stride = 2;
-  EXPECT_VKATTN_ERROR(plan(), "qq_bias", "query_len");
+TEST_F(PagedAttentionBadInput, NanParametersOnTheDeviceAreReported) {
+  // Sinks and slopes together (one pipeline to compile), one of them bad at a time.
+  auto p = plan();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto a = args();
+  a.params.sinks = param({4});
+  a.params.alibi_slopes = param({4}, 64);
+  const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.1f}, sinks[4] = {0.5f, 1.5f, 1.0f, 2.0f};
+  params_.upload(slopes, sizeof slopes, 64);
+  params_.upload(sinks, sizeof sinks);
+  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, a));
+  for (float bad : {nan, inf}) {
+    const float s[4] = {0.5f, bad, 1.0f, 2.0f};
+    params_.upload(s, sizeof s);
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sinks[1] = ", "NaN or +inf");
+  }
+  params_.upload(sinks, sizeof sinks);
+  for (float bad : {nan, inf, -inf}) {
+    const float s[4] = {0.5f, 0.25f, bad, 0.1f};
+    params_.upload(s, sizeof s, 64);
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "alibi_slopes[2] = ", "not finite");
+  }
+}
+
+TEST_F(PagedAttentionBadInput, SplitRunsNeedAWorkspace) {
+  PagedAttentionPlanOptions o;
+  o.split = SplitKv::on;
+  o.num_segments = 3;
+  PagedAttentionPlan p(ctx(), cfg_, 4, DType::f16, batch_->lengths(), o);
+  ASSERT_TRUE(p.split());
+  ASSERT_GT(p.workspace_bytes(), 0u);
+  // Recorded without a workspace: refused before anything is recorded.
+  const std::string need = std::to_string(p.workspace_bytes());
+  Buffer small(ctx(), p.workspace_bytes() - 4);
+  ctx().submit_and_wait([&](VkCommandBuffer cmd) {
+    auto a = args();
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a, cmd), "workspace", need.c_str());
+    a.workspace = TensorView::contiguous(small, DType::f32, {int64_t(small.size() / 4)});
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a, cmd), "workspace holds");
+  });
+  // A workspace too small for the plan's segments: the plan refuses.
+  o.workspace_bytes = p.workspace_bytes() - 1;
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg_, 4, DType::f16, batch_->lengths(), o), "workspace");
+  expect_out_untouched();
+}
+
+// ---- what the kernels check on the device: reported, never out of bounds ----
+
+TEST_F(PagedAttentionBadInput, BlockTableEntryOutsideTheCacheIsReported) {
+  auto p = plan();
+  batch_->block_table() = {3, 9, 5, 0};
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args()), "block_table[0, 1] = 9", "not a block of the cache");
+  batch_->block_table() = {3, 4, -1, 0};
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args()), "block_table[1, 0] = -1");
+  // Entries past a sequence's blocks are never read.
+  batch_->block_table() = {3, 4, 5, 1 << 30};
+  batch_->upload();
+  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, args()));
+}
+
+TEST_F(PagedAttentionBadInput, SeqLensCorruptedOnTheDeviceAreReported) {
+  auto p = plan();
+  batch_->seq_lens() = {33, 5};   // needs 3 blocks, the table has 2 per sequence
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args()), "seq_lens[0] = 33", "32 keys");
+  batch_->seq_lens() = {20, 1};   // below sequence 1's 2 new tokens
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args()), "seq_lens[1] = 1", "query_len 2");
+  batch_->seq_lens() = {-4, 5};
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args()), "seq_lens[0] = -4");
+}
+
+TEST_F(PagedAttentionBadInput, QueryStartLocCorruptedOnTheDeviceIsReportedAndStaysInBounds) {
+  // The plan covers 3 tokens; the device says more, fewer, or out of order.
+  // Every write stays inside out (the guard after it is checked), and every
+  // corruption is reported.
+  auto p = plan();
+  Buffer guarded(ctx(), out_.size() + 4096);
+  guarded.fill(0xFFFFFFFFu);
+  auto ov = TensorView::contiguous(guarded, DType::f16, {3, 4, 64});
+  for (std::vector<int32_t> bad : {std::vector<int32_t>{0, 1, 1 << 30}, {0, 2, 1}, {-5, 1, 3}, {0, 7, 9}, {0, 1, 4}}) {
+    batch_->query_start_loc() = bad;
+    batch_->upload();
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), ov)), "query_start_loc on the device");
+    auto g = guarded.download_as<uint8_t>(guarded.size());
+    for (size_t i = 3 * 4 * 64 * 2; i < g.size(); ++i) ASSERT_EQ(g[i], 0xFF) << "byte " << i << " past out was written";
+  }
+}
+
+TEST_F(PagedAttentionBadInput, QueryLongerThanTheReplayPlanIsReported) {
+  // A decode replay plan (query_len 1) given a batch whose sequence 1 has 39 new tokens.
+  PagedAttentionPlan p(ctx(), cfg_, 4, DType::f16, PagedAttentionLimits{.num_seqs = 2, .max_num_tokens = 40, .max_query_len = 1});
+  DeviceBatch b(ctx(), {0, 1, 40}, {20, 45}, {3, 4, 0, 5, 6, 7}, 3);
+  Buffer q40(ctx(), 40 * 4 * 64 * 2), out40(ctx(), 40 * 4 * 64 * 2);
+  auto a = args(TensorView::contiguous(q40, DType::f16, {40, 4, 64}), TensorView::contiguous(out40, DType::f16, {40, 4, 64}));
+  a.batch = b.view();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sequence 1 has query_len 39", "plan");
 }
 
 }  // namespace

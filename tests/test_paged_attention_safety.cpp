@@ -1,11 +1,11 @@
 // Plan-level guarantees of paged attention: the kernel never reads outside the
-// cache, even when the block table it reads is changed after the plan checked
-// it (entries are bounds-checked on the device, reported, and replaced by
-// block 0); the path a plan picks; and when it splits the KV range.
+// cache, even when the engine's block table holds entries outside it (they
+// are bounds-checked on the device, reported, and replaced by block 0); the
+// path a plan picks; and when it splits the KV range.
 #include <cstring>
 
-#include "abi/paged_attention.h"
-#include "ops/paged_attention_plan.hpp"
+#include "device_batch.hpp"
+#include "schedule/paged_attention_schedule.hpp"
 #include "vk_test.hpp"
 
 namespace vkattn::test {
@@ -17,26 +17,22 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
   KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
   PagedKvCache cache(ctx(), cfg);
   cache.fill(0x3C003C00u);   // every element 1.0
-  PagedAttentionBatch batch{{0, 1, 3}, {20, 40}, {3, 1, 0, 7, 2, 5}, 3};
-  PagedAttentionOptions opts;
-  opts.scale = 0.125f;
-  PagedAttentionPlan plan(ctx(), cache, 4, DType::f16, batch, opts);
+  DeviceBatch batch(ctx(), {0, 1, 3}, {20, 40}, {3, 1, 0, 7, 2, 5}, 3);
+  PagedAttentionPlan plan(ctx(), cfg, 4, DType::f16, batch.lengths());
 
-  // Overwrite the plan's copy of the block table with entries far outside the cache.
-  const auto& data = plan.data();
-  auto bytes = data.meta.download_as<uint8_t>(data.meta.size());
-  abi::PagedAttentionMeta h;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  int32_t bad[6] = {1 << 30, -5, 8, 100000, 3, 2};
-  std::memcpy(bytes.data() + sizeof h + h.block_table_at * 4, bad, sizeof bad);
-  const_cast<Buffer&>(data.meta).upload(bytes.data(), bytes.size());
+  // The engine's table, changed after planning to entries far outside the cache.
+  batch.block_table() = {1 << 30, -5, 8, 100000, 3, 2};
+  batch.upload();
 
   Buffer q(ctx(), 3 * 4 * 64 * 2), out(ctx(), 3 * 4 * 64 * 4);
   q.fill(0x3C003C00u);
   out.fill(0x7FC00000u);
-  auto qv = TensorView::contiguous(q, DType::f16, {3, 4, 64});
-  auto ov = TensorView::contiguous(out, DType::f32, {3, 4, 64});
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, qv, ov), "block_table[", "not a block of the cache");
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {3, 4, 64});
+  a.out = TensorView::contiguous(out, DType::f32, {3, 4, 64});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), "block_table[", "not a block of the cache");
   // Block 0 stood in for the bad entries: every value read was 1.0, so every output is 1.0.
   auto o = out.download_as<float>(3 * 4 * 64);
   for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 1.0f) << "element " << i;
@@ -46,13 +42,11 @@ class PagedAttentionPathChoice : public VkTest {};
 
 TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
   KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
-  PagedKvCache cache(ctx(), cfg);
-  PagedAttentionOptions opts;
-  opts.scale = 0.125f;
+  const std::vector<int32_t> one{0, 1}, twenty{0, 20}, forty{40}, long_len{128};
   // 8 q heads over 2 kv heads: 4 rows per kv head when decoding, 4 * 20 in prefill.
-  PagedAttentionPlan decode(ctx(), cache, 8, DType::f16, {{0, 1}, {40}, {3, 1, 0}, 3}, opts);
-  PagedAttentionPlan prefill(ctx(), cache, 8, DType::f16, {{0, 20}, {40}, {3, 1, 0}, 3}, opts);
-  PagedAttentionPlan bf16(ctx(), cache, 8, DType::bf16, {{0, 20}, {40}, {3, 1, 0}, 3}, opts);
+  PagedAttentionPlan decode(ctx(), cfg, 8, DType::f16, PagedAttentionLengths{one, forty});
+  PagedAttentionPlan prefill(ctx(), cfg, 8, DType::f16, PagedAttentionLengths{twenty, forty});
+  PagedAttentionPlan bf16(ctx(), cfg, 8, DType::bf16, PagedAttentionLengths{twenty, forty});
   EXPECT_EQ(decode.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(prefill.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(bf16.path(), Path::scalar);   // no bf16 matrices yet
@@ -61,9 +55,9 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
   // here; on the matrix paths (detail::matrix_subgroups) 4 subgroups for items
   // of fewer than 8 tiles, 8 once every subgroup of 8 gets a tile (unsplit:
   // split automatically, its 128 keys would make 2 segments of 4 tiles).
-  PagedAttentionOptions unsplit = opts;
+  PagedAttentionPlanOptions unsplit;
   unsplit.split = SplitKv::off;
-  PagedAttentionPlan long_decode(ctx(), cache, 8, DType::f16, {{0, 1}, {128}, {0, 1, 2, 3, 4, 5, 6, 7}, 8}, unsplit);
+  PagedAttentionPlan long_decode(ctx(), cfg, 8, DType::f16, PagedAttentionLengths{one, long_len}, unsplit);
   const uint32_t sg = ctx().capabilities().subgroup_size;
   const bool matrix = decode.path() != Path::scalar;
   EXPECT_EQ(decode.workgroup_size(), matrix ? 4 * sg : 128u);
@@ -72,7 +66,7 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
 }
 
 // The automatic split decision, with the H200 measurements behind it
-// (src/ops/paged_attention.cpp): 8 work items per sequence (32/8 heads).
+// (src/schedule/paged_attention_schedule.cpp): 8 work items per sequence (32/8 heads).
 TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   using detail::automatic_segments;
   const uint32_t sms = 132;

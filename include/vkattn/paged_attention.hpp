@@ -2,10 +2,22 @@
 // chunked prefill and mixed batches, with split-KV ("segmented") decoding for
 // long contexts.
 //
-// Like FlashInfer, work is planned once per batch and run as often as needed:
-// the plan checks the batch on the host (every block-table entry, every
-// sequence length), uploads its metadata, lists the tiles that have work and
-// decides whether to split the KV range; running it records the dispatches.
+// Plan and run, as FlashInfer splits them:
+//  - A plan is host work only, O(num_seqs): from the batch's lengths (host
+//    copies of what the engine keeps on the GPU) it picks the tile shape,
+//    the workgroup size and whether to split the KV range. It allocates,
+//    uploads and submits nothing, so an engine makes one per step.
+//  - Running it records dispatches that read the batch from device views the
+//    engine owns (query_start_loc, seq_lens, block_table) and the layer's
+//    values (scale, window, softcap, sinks, ALiBi slopes, qq_bias) given at
+//    run time: one plan serves every layer of a step.
+//  - Replay: a plan made for limits (PagedAttentionLimits) rather than one
+//    batch serves every batch within them, so a command buffer recorded once
+//    can be submitted every step after the engine rewrites its device
+//    metadata (what vLLM does with CUDA graphs).
+// The kernels check what they read from the device (query_start_loc, seq_lens
+// and block-table entries), never read or write outside the views and the
+// cache, and report a bad value through Context::check_device_status.
 //
 // Semantics: sequence s has query_len = query_start_loc[s+1] - query_start_loc[s]
 // new tokens (already written to the cache) and seq_len context + new tokens.
@@ -16,7 +28,8 @@
 //   q_pos - k_pos < W; ALiBi: + slope[h] * (k_pos - ctx); qq_bias: +
 //   bias[i, k_pos - ctx] for keys among the new tokens; sinks: one extra logit
 //   sink[h] in the softmax denominator. A row that sees no key (a sequence of
-//   length 0, or every key masked) gives 0, never NaN.
+//   length 0, or every key masked) gives 0, never NaN; a value a row cannot
+//   see never reaches its output.
 #pragma once
 #include <vkattn/buffer.hpp>
 #include <vkattn/capabilities.hpp>
@@ -27,19 +40,28 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <vector>
+#include <span>
 
 namespace vkattn {
 
 class Context;
 
-// The batch, described on the host.
-struct PagedAttentionBatch {
-  std::vector<int32_t> query_start_loc;   // [num_seqs + 1], non-decreasing, starting at 0
-  std::vector<int32_t> seq_lens;          // [num_seqs]: context + new tokens; >= query_len, or 0 for a
-                                          // padding sequence (its rows see no key and give 0)
-  std::vector<int32_t> block_table;       // [num_seqs * max_blocks_per_seq]: physical blocks in order
-  uint32_t max_blocks_per_seq = 0;
+// Host copies of a batch's lengths, for planning (read during the
+// constructor only).
+struct PagedAttentionLengths {
+  std::span<const int32_t> query_start_loc;   // [num_seqs + 1], non-decreasing, starting at 0
+  std::span<const int32_t> seq_lens;          // [num_seqs]: context + new tokens; >= query_len, or 0
+                                              // for a padding sequence (its rows see no key and give 0)
+};
+
+// A replay plan's limits: every batch with num_seqs sequences (padding
+// sequences have query_len 0), query_start_loc[num_seqs] <= max_num_tokens,
+// query_len <= max_query_len and seq_len <= max_seq_len runs on it.
+struct PagedAttentionLimits {
+  uint32_t num_seqs = 0;
+  uint32_t max_num_tokens = 0;
+  uint32_t max_query_len = 0;   // 0: max_num_tokens
+  uint32_t max_seq_len = 0;     // sizes split-KV only; longer sequences still run
 };
 
 enum class SplitKv {
@@ -48,42 +70,94 @@ enum class SplitKv {
   on,          // always split (num_segments, or a chosen count)
 };
 
-struct PagedAttentionOptions {
-  float scale = 0;                        // softmax scale, > 0 (usually 1 / sqrt(head_size))
-  int32_t sliding_window = 0;             // 0: none
-  float softcap = 0;                      // 0: none
-  std::vector<float> alibi_slopes;        // [num_q_heads] or empty
-  std::vector<float> sinks;               // [num_q_heads] or empty
-  std::vector<float> qq_bias;             // [rows, qq_bias_stride] or empty
-  uint32_t qq_bias_stride = 0;
+// The size of the workspace an engine allocates once for split-KV partial
+// results, unless it passes its own PagedAttentionPlanOptions::workspace_bytes.
+inline constexpr uint64_t kDefaultPagedAttentionWorkspaceBytes = 64ull << 20;
+
+struct PagedAttentionPlanOptions {
   SplitKv split = SplitKv::automatic;
-  uint32_t num_segments = 0;              // with SplitKv::on; 0 = chosen from the batch
-  float out_scale = 1.0f;                 // fp8 output: stored = out / out_scale (saturating)
+  uint32_t num_segments = 0;   // with SplitKv::on; 0 = chosen from the batch
+  // The capacity of the workspace the engine will pass to split runs: the
+  // plan never needs more (automatic splits shrink to fit; an explicit
+  // num_segments that does not fit is an error).
+  uint64_t workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+};
+
+// The batch on the device, owned by the engine and read when the work runs.
+struct PagedAttentionBatchView {
+  TensorView query_start_loc;   // [num_seqs + 1] i32
+  TensorView seq_lens;          // [num_seqs] i32
+  TensorView block_table;       // [num_seqs, max_blocks_per_seq] i32, entries < num_blocks for every
+                                // block a sequence uses (columns past seq_len are never read)
+};
+
+// One layer's values, given at run time.
+struct PagedAttentionParams {
+  float scale = 0;                          // softmax scale, > 0 (usually 1 / sqrt(head_size))
+  int32_t sliding_window = 0;               // 0: none
+  float softcap = 0;                        // 0: none
+  float out_scale = 1.0f;                   // fp8 output: stored = out / out_scale (saturating)
+  std::optional<TensorView> alibi_slopes;   // [num_q_heads] f32, finite
+  std::optional<TensorView> sinks;          // [num_q_heads] f32, not NaN or +inf
+  std::optional<TensorView> qq_bias;        // [rows, columns] f32: bias[i][j] for new token i and new key j
+                                            // (pairs outside the view get none)
+};
+
+// Which pipeline variants a layer needs: its optional features and output.
+struct PagedAttentionVariant {
+  bool alibi = false, sinks = false, qq_bias = false, softcap = false, sliding_window = false, lse = false;
+  DType out_dtype = DType::f16;
+};
+
+struct PagedAttentionArgs {
+  TensorView q;                       // [num_tokens, num_q_heads, head_size] f16 or bf16, last dim contiguous
+  TensorView out;                     // same shape; f16, bf16, f32, fp8_e4m3 or fp8_e5m2; must not overlap an input
+  std::optional<TensorView> lse;      // [num_tokens, num_q_heads] f32: natural-log sum of exponentials of the
+                                      // logits (sink included); -inf for a row that sees no key and has no sink
+  PagedAttentionBatchView batch;
+  PagedAttentionParams params;
+  // f32, at least plan.workspace_bytes() bytes, for a recorded run of a split
+  // plan (its contents are overwritten). Runs recorded one after another on a
+  // queue may share one (a split run starts with a barrier for that); runs
+  // that may overlap need their own. The synchronous form uses the Context's
+  // own when this is empty.
+  std::optional<TensorView> workspace;
 };
 
 namespace detail { struct PagedAttentionPlanData; }
 
+// Immutable once made; owns no device objects, so it may be destroyed at any
+// time (even while work recorded from it is pending) and shared by threads.
 class PagedAttentionPlan {
  public:
-  // Checks everything it can on the host and throws vkattn::Error naming the
-  // field: shapes, q heads divisible by kv heads, head_size of the cache, every
-  // block-table entry < num_blocks for the blocks a sequence uses, seq_len
-  // within the table, query_len <= seq_len (unless seq_len is 0), option sizes
-  // (qq_bias needs a row per token of the longest query).
-  PagedAttentionPlan(Context& ctx, const PagedKvCache& cache, uint32_t num_q_heads, DType q_dtype,
-                     const PagedAttentionBatch& batch, const PagedAttentionOptions& options);
+  // A plan for one batch: num_tokens = query_start_loc[num_seqs]. Checks the
+  // lengths (non-decreasing query_start_loc from 0, query_len <= seq_len
+  // unless seq_len is 0) and the shapes (num_q_heads a multiple of the cache's
+  // kv heads, q dtype), and throws vkattn::Error naming the field.
+  PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                     const PagedAttentionLengths& lengths, const PagedAttentionPlanOptions& options = {});
+  // A replay plan: num_tokens = limits.max_num_tokens.
+  PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                     const PagedAttentionLimits& limits, const PagedAttentionPlanOptions& options = {});
   ~PagedAttentionPlan();
+  PagedAttentionPlan(const PagedAttentionPlan&);
+  PagedAttentionPlan& operator=(const PagedAttentionPlan&);
   PagedAttentionPlan(PagedAttentionPlan&&) noexcept;
   PagedAttentionPlan& operator=(PagedAttentionPlan&&) noexcept;
 
-  uint32_t num_tokens() const;
+  // Creates every pipeline running this plan with these layer variants needs.
+  void prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const;
+
+  uint32_t num_tokens() const;    // the views' first dimension
   uint32_t num_seqs() const;
+  uint32_t max_query_len() const;
   uint32_t num_q_heads() const;
   uint32_t head_size() const;
   bool split() const;             // whether the KV range is split into segments
   uint32_t num_segments() const;  // 1 when not split
-  uint32_t num_work_items() const;
-  uint32_t workgroup_size() const;  // invocations per workgroup of the attention kernel
+  uint64_t workspace_bytes() const;   // 0 when not split
+  uint64_t num_workgroups() const;    // of the attention dispatch
+  uint32_t workgroup_size() const;    // invocations per workgroup of the attention kernel
   Path path() const;              // the kernel path it runs on (bf16 inputs run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }
 
@@ -91,13 +165,16 @@ class PagedAttentionPlan {
   std::unique_ptr<detail::PagedAttentionPlanData> data_;
 };
 
-// q: [num_tokens, num_q_heads, head_size] f16 or bf16 (last dim contiguous).
-// out: same shape, f16, bf16, f32, fp8_e4m3 or fp8_e5m2.
-// lse: optional [num_tokens, num_q_heads] f32, natural-log sum of exponentials
-// of the logits (sink included); -inf for a row that sees no key and has no sink.
-void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const TensorView& q,
-                     const TensorView& out, const std::optional<TensorView>& lse, VkCommandBuffer cmd);
-void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const TensorView& q,
-                     const TensorView& out, const std::optional<TensorView>& lse = std::nullopt);
+// Creates, before the first step, every pipeline that paged_attention may
+// need for a model: any batch, any split, these layer variants.
+void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                             std::span<const PagedAttentionVariant> variants);
+
+// Records the attention into `cmd` (see ops.hpp for the barriers the caller owes).
+void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
+                     const PagedAttentionArgs& args, VkCommandBuffer cmd);
+// Synchronous: records, submits, waits, and throws any device-side error.
+void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
+                     const PagedAttentionArgs& args);
 
 }  // namespace vkattn

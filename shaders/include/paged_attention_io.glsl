@@ -13,16 +13,9 @@
 #include "kv_addressing.glsl"
 #include "number_formats.glsl"
 #include "online_softmax.glsl"
-#include "status.glsl"
 
-layout(set = 0, binding = 1, std430) readonly buffer Q16 { uint16_t q16[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out16 { uint16_t out16[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out32 { float out32[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out8 { uint8_t out8[]; };
-layout(set = 0, binding = 3, std430) writeonly buffer Lse { float lse_out[]; };
-layout(set = 0, binding = 4, std430) readonly buffer Meta { PagedAttentionMeta hdr; int words[]; };
-layout(set = 0, binding = 4, std430) readonly buffer MetaF { PagedAttentionMeta hdr_f; float fwords[]; };
-layout(set = 0, binding = 5, std430) writeonly buffer Scratch { float scratch[]; };
+const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
+#include "paged_attention_bindings.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Kv16 { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer Kv8 { uint8_t v; };
@@ -33,28 +26,105 @@ const bool PA_FP8_CACHE = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 || PA_CACHE_DTYPE == 
 const uint PA_ESIZE = PA_FP8_CACHE ? 1u : 2u;
 const uint64_t PA_BLOCK_BYTES = uint64_t(PA_BLOCK_SIZE) * PA_NUM_KV_HEADS * PA_HEAD_SIZE * PA_ESIZE;
 
-// One work item of the plan: rows [row_start, row_start + row_count) of a
-// sequence and kv head (row = token_in_sequence * GQA + head_in_group), keys
-// [kv_begin, kv_end).
+// One work item: rows [row_start, row_start + row_count) of a sequence and
+// kv head (row = token_in_sequence * GQA + head_in_group), keys
+// [kv_begin, kv_end) of one segment of their range.
 struct PaItem {
   uint seq, kv_head, row_start, row_count, segment, token0;
   int kv_begin, kv_end, ctx;
 };
 
-PaItem pa_load_item(uint item) {
-  const uint ib = hdr.items_at + item * PA_ITEM_WORDS;
-  PaItem it;
-  it.seq = uint(words[ib + PA_ITEM_SEQ]);
-  it.kv_head = uint(words[ib + PA_ITEM_KV_HEAD]);
-  it.row_start = uint(words[ib + PA_ITEM_ROW_START]);
-  it.row_count = uint(words[ib + PA_ITEM_ROW_COUNT]);
-  it.kv_begin = words[ib + PA_ITEM_KV_BEGIN];
-  it.kv_end = words[ib + PA_ITEM_KV_END];
-  it.segment = uint(words[ib + PA_ITEM_SEGMENT]);
-  it.token0 = uint(words[hdr.query_start_loc_at + it.seq]);
-  const int query_len = words[hdr.query_start_loc_at + it.seq + 1u] - int(it.token0);
-  it.ctx = words[hdr.seq_lens_at + it.seq] - query_len;
-  return it;
+// First q tile of sequence s when tiles are found by search: every sequence
+// gets at least ceil(query_len * GQA / BM) tiles between its first and the
+// next sequence's (vLLM's unified attention numbers its q blocks the same way).
+uint pa_first_tile(uint s) {
+  const uint q = uint(clamp(pa_query_start(s), 0, int(pc.num_tokens)));
+  return q * PA_GQA / PA_BM + s;
+}
+
+// The sequence that q tile `tile` belongs to: the last s with pa_first_tile(s) <= tile.
+uint pa_find_seq(uint tile) {
+  uint lo = 0u, hi = pc.num_seqs;
+  while (hi - lo > 1u) {
+    const uint mid = (lo + hi) / 2u;
+    if (pa_first_tile(mid) <= tile) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// Sequence s's lengths as the device holds them; false (and a report) when
+// they are unusable: query_start_loc outside [0, num_tokens] or decreasing,
+// seq_len below query_len or beyond the block table.
+bool pa_check_seq(uint s, out int q0, out int q1, out int len) {
+  q0 = pa_query_start(s);
+  q1 = pa_query_start(s + 1u);
+  len = pa_seq_len(s);
+  if (q0 < 0 || q1 < q0 || q1 > int(pc.num_tokens)) {
+    vka_report(STATUS_QUERY_START_LOC, s, uint(q0), uint(q1));
+    return false;
+  }
+  if (len < 0 || (len > 0 && len < q1 - q0)) {
+    vka_report(STATUS_SEQ_LEN, s, uint(len), uint(q1 - q0));
+    return false;
+  }
+  if (uint64_t(len) > uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE) {
+    vka_report(STATUS_SEQ_LEN_TABLE, s, uint(len), uint(min(uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE, 0xFFFFFFFFul)));
+    return false;
+  }
+  return true;
+}
+
+// Work item number `wg`; false when it has no rows (a tile past its
+// sequence's, or lengths the device holds that are unusable, reported).
+// `report`: also check the sequence that has no tile of its own otherwise
+// (false when a kernel reloads its item).
+bool pa_load_item(uint wg, bool report, out PaItem it) {
+  it.segment = wg % pc.num_segments;
+  const uint rest = wg / pc.num_segments;
+  it.kv_head = rest % PA_NUM_KV_HEADS;
+  const uint tile = rest / PA_NUM_KV_HEADS;
+  uint local = 0u;
+  int q0, q1, len;
+  if ((pc.flags & PA_FLAG_ONE_TILE_PER_SEQ) != 0u) {
+    it.seq = tile;
+  } else {
+    // A query_start_loc corrupted on the device can leave a sequence with no
+    // tile; the first workgroup of tile s checks sequence s too (there are
+    // more tiles than sequences), so that every sequence is checked.
+    if (report && it.kv_head == 0u && it.segment == 0u && tile < pc.num_seqs) pa_check_seq(tile, q0, q1, len);
+    it.seq = pa_find_seq(tile);
+    local = tile - pa_first_tile(it.seq);
+  }
+  if (it.seq >= pc.num_seqs || !pa_check_seq(it.seq, q0, q1, len)) return false;
+  const uint rows = uint(q1 - q0) * PA_GQA;
+  if ((pc.flags & PA_FLAG_ONE_TILE_PER_SEQ) != 0u && rows > PA_BM) {
+    vka_report(STATUS_QUERY_LEN_PLAN, it.seq, uint(q1 - q0), PA_BM / PA_GQA);
+    return false;
+  }
+  it.row_start = local * PA_BM;
+  if (it.row_start >= rows) return false;
+  it.row_count = min(PA_BM, rows - it.row_start);
+  it.token0 = uint(q0);
+  it.ctx = len - (q1 - q0);
+  // Keys some row of the tile can see: causal up to its last token, the
+  // window from its first. Tiles outside the range are never visited.
+  const int first = it.ctx + int(it.row_start / PA_GQA), last = it.ctx + int((it.row_start + it.row_count - 1u) / PA_GQA);
+  const int end = len == 0 ? 0 : min(len, last + 1);
+  int begin = PA_HAS_WINDOW != 0u ? max(0, first - pc.sliding_window + 1) : 0;
+  begin = min(begin, end);
+  if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
+    // Segments of whole BN-key tiles; trailing ones may be empty.
+    const int per = (end - begin + int(pc.num_segments) - 1) / int(pc.num_segments);
+    const int seg_len = (per + int(PA_BN) - 1) / int(PA_BN) * int(PA_BN);
+    const int b = min(end, begin + int(it.segment) * seg_len);
+    it.kv_begin = b;
+    it.kv_end = min(end, b + seg_len);
+  } else {
+    it.kv_begin = begin;
+    it.kv_end = end;
+  }
+  return true;
 }
 
 // Absolute position of local row r, or -1 for rows past the item (they see no key).
@@ -66,7 +136,7 @@ uint pa_q_bits(PaItem it, uint r, uint d) {
   const uint row = it.row_start + r;
   const uint token = it.token0 + row / PA_GQA;
   const uint head = it.kv_head * PA_GQA + row % PA_GQA;
-  return uint(q16[pc.q_offset + token * pc.q_token_stride + head * pc.q_head_stride + d]);
+  return uint(q16[pa_view_offset(PA_VIEW_Q) + token * pc.q_token_stride + head * pc.q_head_stride + d]);
 }
 
 // Up to 64 K and 64 V chunk bases, read once per workgroup (the plan refuses
@@ -88,18 +158,19 @@ uint64_t pa_block_address(bool is_value, uint block) {
   return pa_chunk_base[(is_value ? PA_MAX_CHUNKS : 0u) + chunk] + offset;
 }
 
-// The plan's block-table entry of key k_pos, as stored. Kernels load it a
-// phase before use (pa_checked_block), so the load is in flight meanwhile.
+// The block-table entry of key k_pos (< seq_len <= the table's capacity,
+// which pa_check_seq ensured), as stored. Kernels load it a phase before use
+// (pa_checked_block), so the load is in flight meanwhile.
 int pa_raw_block(uint seq, int k_pos) {
-  const uint col = min(uint(k_pos) / PA_BLOCK_SIZE, hdr.max_blocks_per_seq - 1u);
-  return words[hdr.block_table_at + seq * hdr.max_blocks_per_seq + col];
+  const uint col = min(uint(k_pos) / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u);
+  return block_table_words[pa_view_offset(PA_VIEW_BLOCK_TABLE) + seq * pc.block_table_stride + col];
 }
 
-// The plan checked every entry; this keeps a table corrupted since then inside
-// the cache (block 0 stands in) and reports it.
+// Keeps an entry that is not a block of the cache inside it (block 0 stands
+// in) and reports it.
 uint pa_checked_block(int b, uint seq, int k_pos) {
   if (b < 0 || uint(b) >= pc.num_blocks) {
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(uint(k_pos) / PA_BLOCK_SIZE, hdr.max_blocks_per_seq - 1u), uint(b));
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(uint(k_pos) / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(b));
     return 0u;
   }
   return uint(b);
@@ -154,18 +225,18 @@ float pa_logit(PaItem it, float s, uint r, int q_pos, int k_pos) {
   const uint row = it.row_start + r;
   VkaLogitParams p;
   p.has_softcap = PA_HAS_SOFTCAP != 0u;
-  p.softcap = hdr.softcap;
+  p.softcap = pc.softcap;
   p.has_window = PA_HAS_WINDOW != 0u;
-  p.window = hdr.sliding_window;
+  p.window = pc.sliding_window;
   p.has_alibi = PA_HAS_ALIBI != 0u;
-  p.alibi_slope = PA_HAS_ALIBI != 0u ? fwords[hdr.alibi_at + it.kv_head * PA_GQA + row % PA_GQA] : 0.0;
+  p.alibi_slope = PA_HAS_ALIBI != 0u ? pa_alibi_slope(it.kv_head * PA_GQA + row % PA_GQA) : 0.0;
   p.ctx = it.ctx;
   float bias = 0.0;
   if (PA_HAS_QQ_BIAS != 0u) {
     const int kj = k_pos - it.ctx;
     const uint qi = row / PA_GQA;
-    if (kj >= 0 && uint(kj) < hdr.qq_bias_stride && qi < hdr.qq_bias_rows)
-      bias = fwords[hdr.qq_bias_at + qi * hdr.qq_bias_stride + uint(kj)];
+    if (kj >= 0 && uint(kj) < pc.qq_bias_columns && qi < pc.qq_bias_rows)
+      bias = qq_bias_words[pa_view_offset(PA_VIEW_QQ_BIAS) + qi * pc.qq_bias_stride + uint(kj)];
   }
   return vka_logit(s, p, q_pos, k_pos, it.kv_end, bias);
 }
@@ -178,24 +249,15 @@ void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
   const uint row = it.row_start + r;
   const uint token = it.token0 + row / PA_GQA;
   const uint head = it.kv_head * PA_GQA + row % PA_GQA;
-  if (PA_SPLIT != 0u) {
-    const uint slot = (token * hdr.num_q_heads + head) * hdr.num_segments + it.segment;
-    scratch[slot * PA_HEAD_SIZE + d] = o;
-    if (d == 0u) {
-      const uint stats = hdr.num_tokens * hdr.num_q_heads * hdr.num_segments * PA_HEAD_SIZE;
-      scratch[stats + slot * 2u] = m;
-      scratch[stats + slot * 2u + 1u] = l;
-    }
+  if (d == 0u && PA_HAS_ALIBI != 0u) pa_alibi_slope_checked(head);
+  if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
+    pa_write_partial(token, head, it.segment, d, o, m, l);
     return;
   }
   float factor, lse;
-  const float sink = PA_HAS_SINKS != 0u ? fwords[hdr.sinks_at + head] : VKA_NEG_INF;
+  const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, d == 0u) : VKA_NEG_INF;
   vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
-  const float value = o * factor;
-  const uint at = pc.out_offset + token * pc.out_token_stride + head * pc.out_head_stride + d;
-  if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = value;
-  else if (PA_OUT_DTYPE == DTYPE_F16 || PA_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, value));
-  else out8[at] = uint8_t(vka_encode(PA_OUT_DTYPE, value * hdr.out_inv_scale));
-  if (PA_WRITE_LSE != 0u && d == 0u) lse_out[pc.lse_offset + token * pc.lse_token_stride + head] = lse;
+  pa_write_out(token, head, d, o * factor);
+  if (PA_WRITE_LSE != 0u && d == 0u) pa_write_lse(token, head, lse);
 }
 #endif

@@ -30,13 +30,14 @@ struct Shape {
   KvLayout layout = KvLayout::nhd;
 };
 
-// Rotating copies: one cache holding `copies` disjoint sets of blocks, one plan
-// (and one slice of q and out) per copy.
+// Rotating copies: one cache holding `copies` disjoint sets of blocks, one
+// block table (and one slice of q and out) per copy; the lengths, and so the
+// plan, are the same for all.
 struct DecodeInputs {
   std::unique_ptr<PagedKvCache> cache;
-  std::vector<PagedAttentionPlan> plans;
-  std::unique_ptr<Buffer> q, out;
-  uint32_t tokens = 0;
+  std::unique_ptr<PagedAttentionPlan> plan;
+  std::unique_ptr<Buffer> q, out, meta, workspace;
+  std::vector<PagedAttentionArgs> args;   // per copy
 };
 
 uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -70,7 +71,6 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   }
 
   auto in = std::make_shared<DecodeInputs>();
-  in->tokens = tokens;
   KvCacheConfig cfg{.num_blocks = blocks_per_copy * copies, .block_size = bs, .num_kv_heads = Hkv, .head_size = D,
                     .dtype = sh.dtype, .layout = sh.layout, .k_scale = 0.05f, .v_scale = 0.05f};
   in->cache = std::make_unique<PagedKvCache>(ctx, cfg);
@@ -80,35 +80,51 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   // Blocks in random order across the whole cache, dealt out to the copies.
   ref::Rng rng(uint64_t(tokens) * 7919 + blocks_per_copy);
   std::vector<uint32_t> perm = ref::random_permutation(rng, cfg.num_blocks);
-  PagedAttentionOptions opt;
-  opt.scale = static_cast<float>(1.0 / std::sqrt(double(D)));
-  uint32_t max_blocks = 0;
-  for (auto [q, s] : seqs) max_blocks = std::max(max_blocks, cdiv(s, bs));
-  for (uint32_t c = 0; c < copies; ++c) {
-    PagedAttentionBatch b;
-    b.max_blocks_per_seq = std::max<uint32_t>(1, max_blocks);
-    b.block_table.assign(seqs.size() * b.max_blocks_per_seq, 0);
-    b.query_start_loc.push_back(0);
-    uint64_t next = uint64_t(c) * blocks_per_copy;
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      b.query_start_loc.push_back(b.query_start_loc.back() + int32_t(seqs[i].first));
-      b.seq_lens.push_back(int32_t(seqs[i].second));
-      for (uint32_t k = 0; k < cdiv(seqs[i].second, bs); ++k)
-        b.block_table[i * b.max_blocks_per_seq + k] = int32_t(perm[next++]);
-    }
-    in->plans.emplace_back(ctx, *in->cache, Hq, DType::f16, b, opt);
+  uint32_t max_blocks = 1;
+  std::vector<int32_t> qsl{0}, lens;
+  for (auto [q, s] : seqs) {
+    max_blocks = std::max(max_blocks, cdiv(s, bs));
+    qsl.push_back(qsl.back() + int32_t(q));
+    lens.push_back(int32_t(s));
   }
+  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, DType::f16, PagedAttentionLengths{qsl, lens});
+  const int64_t S = int64_t(seqs.size()), T = tokens;
+  // Metadata: query_start_loc and seq_lens, then one block table per copy.
+  const uint64_t table_words = uint64_t(S) * max_blocks;
+  std::vector<int32_t> words(qsl.begin(), qsl.end());
+  words.insert(words.end(), lens.begin(), lens.end());
+  for (uint32_t c = 0; c < copies; ++c) {
+    std::vector<int32_t> table(table_words, 0);
+    uint64_t next = uint64_t(c) * blocks_per_copy;
+    for (std::size_t i = 0; i < seqs.size(); ++i)
+      for (uint32_t k = 0; k < cdiv(seqs[i].second, bs); ++k) table[i * max_blocks + k] = int32_t(perm[next++]);
+    words.insert(words.end(), table.begin(), table.end());
+  }
+  in->meta = std::make_unique<Buffer>(ctx, words.size() * 4);
+  in->meta->upload(words.data(), words.size() * 4);
   std::vector<uint8_t> q = ref::encode_values(ref::ElemType::f16, ref::random_values(rng, uint64_t(tokens) * Hq * D * copies, 2.0));
   in->q = std::make_unique<Buffer>(ctx, std::max<uint64_t>(q.size(), 16));
   in->q->upload(q.data(), q.size());
   in->out = std::make_unique<Buffer>(ctx, std::max<uint64_t>(qo_bytes * copies, 16));
+  if (in->plan->split()) in->workspace = std::make_unique<Buffer>(ctx, in->plan->workspace_bytes());
+  for (uint32_t c = 0; c < copies; ++c) {
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(*in->q, DType::f16, {T, Hq, D}, c * qo_bytes);
+    a.out = TensorView::contiguous(*in->out, DType::f16, {T, Hq, D}, c * qo_bytes);
+    a.batch.query_start_loc = TensorView::contiguous(*in->meta, DType::i32, {S + 1});
+    a.batch.seq_lens = TensorView::contiguous(*in->meta, DType::i32, {S}, (S + 1) * 4);
+    a.batch.block_table = TensorView::contiguous(*in->meta, DType::i32, {S, max_blocks}, (2 * S + 1 + c * table_words) * 4);
+    a.params.scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+    if (in->workspace) a.workspace = TensorView::contiguous(*in->workspace, DType::f32, {int64_t(in->workspace->size() / 4)});
+    in->args.push_back(a);
+  }
 
-  const PagedAttentionPlan& p0 = in->plans[0];
+  const PagedAttentionPlan& p0 = *in->plan;
   params.insert({{"q_heads", std::to_string(Hq)}, {"kv_heads", std::to_string(Hkv)}, {"head_size", std::to_string(D)},
                  {"block_size", std::to_string(bs)}, {"cache", std::string(dtype_name(sh.dtype))},
                  {"layout", std::string(layout_name(sh.layout))}, {"dtype", "f16"}, {"copies", std::to_string(copies)},
                  {"split", p0.split() ? "on" : "off"}, {"segments", std::to_string(p0.num_segments())},
-                 {"work_items", std::to_string(p0.num_work_items())}, {"path", std::string(path_name(p0.path()))},
+                 {"workgroups", std::to_string(p0.num_workgroups())}, {"path", std::string(path_name(p0.path()))},
                  {"workgroup_size", std::to_string(p0.workgroup_size())}});
   BenchOp op;
   op.info.name = name;
@@ -116,12 +132,8 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   op.info.bytes = double(kv_bytes) + 2.0 * qo_bytes;
   op.info.flops = 4.0 * Hq * D * pairs;
   op.info.bound = "memory";
-  op.record = [&ctx, in, copies, Hq, D, qo_bytes](VkCommandBuffer cmd, uint32_t rep) {
-    const uint32_t c = rep % copies;
-    const int64_t T = in->tokens;
-    auto qv = TensorView::contiguous(*in->q, DType::f16, {T, Hq, D}, c * qo_bytes);
-    auto ov = TensorView::contiguous(*in->out, DType::f16, {T, Hq, D}, c * qo_bytes);
-    paged_attention(ctx, in->plans[c], *in->cache, qv, ov, std::nullopt, cmd);
+  op.record = [&ctx, in, copies](VkCommandBuffer cmd, uint32_t rep) {
+    paged_attention(ctx, *in->plan, *in->cache, in->args[rep % copies], cmd);
   };
   // Checked once against the float64 reference at a size it handles quickly,
   // with the same shape and the same split decision as the timed plan.

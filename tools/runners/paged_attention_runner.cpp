@@ -249,22 +249,17 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     for (uint32_t b = share[s]; b < nb; ++b) blocks[s].push_back(perm[next++]);
   }
   const uint32_t mbps = std::max<uint32_t>(1, max_blocks + c.table_slack);
-  PagedAttentionBatch batch;
-  batch.query_start_loc = qsl;
-  batch.seq_lens = seq_lens;
-  batch.max_blocks_per_seq = mbps;
-  batch.block_table.assign(uint64_t(S) * mbps, 0);
-  std::vector<int32_t> ref_table(batch.block_table.size(), 0);
+  std::vector<int32_t> block_table(uint64_t(S) * mbps, 0), ref_table(block_table.size(), 0);
   for (uint32_t s = 0; s < S; ++s)
     for (uint32_t b = 0; b < mbps; ++b) {
       const uint64_t i = uint64_t(s) * mbps + b;
       if (b < blocks[s].size()) {
-        batch.block_table[i] = int32_t(base + blocks[s][b]);
+        block_table[i] = int32_t(base + blocks[s][b]);
         ref_table[i] = int32_t(blocks[s][b]);
       } else if (c.junk_table_tail) {
         // Entries past a sequence's blocks are never read: make them unusable.
         const int32_t junk[] = {-1, int32_t(num_blocks), std::numeric_limits<int32_t>::max(), -123456};
-        batch.block_table[i] = junk[(s + b) % 4];
+        block_table[i] = junk[(s + b) % 4];
       }
     }
 
@@ -310,56 +305,96 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   cache.write_blocks(KvPart::key, base, k_img);
   cache.write_blocks(KvPart::value, base, v_img);
 
+  // Token rows: the batch's, then (replay) spare ones past it.
+  const uint32_t Tcap = T + (c.replay ? c.spare_tokens : 0);
+
   // q, rounded to its dtype, in rows of num_q_heads * head_size (+ NaN padding).
   const ref::ElemType q_t = ref_type(c.q_dtype), out_t = ref_type(c.out_dtype);
   const uint64_t row = uint64_t(Hq) * D, q_stride = row + c.q_token_padding;
   std::vector<double> q = ref::round_to(q_t, ref::random_values(rng, T * row, c.q_amplitude));
-  std::vector<double> q_laid(T * q_stride, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> q_laid(uint64_t(Tcap) * q_stride, std::numeric_limits<double>::quiet_NaN());
   for (uint64_t i = 0; i < T; ++i) std::copy(q.begin() + i * row, q.begin() + (i + 1) * row, q_laid.begin() + i * q_stride);
   std::vector<uint8_t> q_bytes = ref::encode_values(q_t, q_laid);
   Buffer qbuf(ctx, std::max<std::size_t>(q_bytes.size(), 16));
   if (!q_bytes.empty()) qbuf.upload(q_bytes.data(), q_bytes.size());
-  TensorView qv = TensorView::contiguous(qbuf, c.q_dtype, {T, Hq, D});
+  TensorView qv = TensorView::contiguous(qbuf, c.q_dtype, {Tcap, Hq, D});
   if (c.q_token_padding) qv.strides = {int64_t(q_stride), int64_t(D), 1};
 
   // Outputs poisoned with NaN bytes, with a guard region after them.
   constexpr uint64_t kGuard = 256;
   const std::size_t oes = dtype_size(c.out_dtype);
-  const uint64_t out_bytes = T * row * oes, lse_bytes = uint64_t(T) * Hq * 4;
+  const uint64_t out_bytes = uint64_t(Tcap) * row * oes, lse_bytes = uint64_t(Tcap) * Hq * 4;
   Buffer obuf(ctx, out_bytes + kGuard), lbuf(ctx, lse_bytes + kGuard);
   obuf.fill(0xFFFFFFFFu);
   lbuf.fill(0xFFFFFFFFu);
-  TensorView ov = TensorView::contiguous(obuf, c.out_dtype, {T, Hq, D});
+  TensorView ov = TensorView::contiguous(obuf, c.out_dtype, {Tcap, Hq, D});
   std::optional<TensorView> lv;
-  if (c.with_lse) lv = TensorView::contiguous(lbuf, DType::f32, {T, Hq});
+  if (c.with_lse) lv = TensorView::contiguous(lbuf, DType::f32, {Tcap, Hq});
 
-  // Options, and the same values (as the floats the library gets) for the reference.
-  PagedAttentionOptions opt;
-  opt.scale = c.scale > 0 ? c.scale : static_cast<float>(1.0 / std::sqrt(double(D)));
-  opt.sliding_window = c.sliding_window;
-  opt.softcap = c.softcap;
-  opt.split = c.split;
-  opt.num_segments = c.num_segments;
-  opt.out_scale = c.out_scale;
+  // The layer's values (as the floats the library gets, for the reference too).
+  PagedAttentionParams prm;
+  prm.scale = c.scale > 0 ? c.scale : static_cast<float>(1.0 / std::sqrt(double(D)));
+  prm.sliding_window = c.sliding_window;
+  prm.softcap = c.softcap;
+  prm.out_scale = c.out_scale;
+  std::vector<float> alibi, sinks, qq_bias;
+  uint32_t qq_cols = 0;
   if (c.alibi)
-    for (uint32_t h = 0; h < Hq; ++h) opt.alibi_slopes.push_back(static_cast<float>(std::exp2(rng.uniform(-8, -2))));
+    for (uint32_t h = 0; h < Hq; ++h) alibi.push_back(static_cast<float>(std::exp2(rng.uniform(-8, -2))));
   if (c.sinks)
-    for (uint32_t h = 0; h < Hq; ++h) opt.sinks.push_back(static_cast<float>(rng.uniform(-2, 6)));
+    for (uint32_t h = 0; h < Hq; ++h) sinks.push_back(static_cast<float>(rng.uniform(-2, 6)));
   if (c.qq_bias && max_q > 0) {
-    opt.qq_bias_stride = max_q;
-    opt.qq_bias.resize(uint64_t(max_q) * max_q);
-    for (auto& b : opt.qq_bias) b = static_cast<float>(rng.uniform(-1, 1));
+    qq_cols = max_q;
+    qq_bias.resize(uint64_t(max_q) * max_q);
+    for (auto& b : qq_bias) b = static_cast<float>(rng.uniform(-1, 1));
     for (uint32_t r : c.qq_bias_masked_rows)
-      if (r < max_q) std::fill_n(opt.qq_bias.begin() + uint64_t(r) * max_q, max_q, -std::numeric_limits<float>::infinity());
+      if (r < max_q) std::fill_n(qq_bias.begin() + uint64_t(r) * max_q, max_q, -std::numeric_limits<float>::infinity());
   }
 
-  PagedAttentionPlan plan(ctx, cache, Hq, c.q_dtype, batch, opt);
+  // The batch's metadata and the parameters in one buffer, each view one
+  // word past a 16-byte boundary (views need not be aligned), as an engine
+  // keeps them on the device.
+  std::vector<int32_t> words;
+  auto place = [&](const void* data, std::size_t count) {
+    while (words.size() % 4 != 1) words.push_back(-7);
+    const std::size_t at = words.size();
+    words.resize(at + count);
+    if (count) std::memcpy(&words[at], data, count * 4);
+    return VkDeviceSize(at * 4);
+  };
+  const VkDeviceSize qsl_at = place(qsl.data(), qsl.size()), lens_at = place(seq_lens.data(), seq_lens.size());
+  const VkDeviceSize table_at = place(block_table.data(), block_table.size());
+  const VkDeviceSize alibi_at = place(alibi.data(), alibi.size()), sinks_at = place(sinks.data(), sinks.size());
+  const VkDeviceSize qq_at = place(qq_bias.data(), qq_bias.size());
+  words.push_back(-7);
+  Buffer meta(ctx, words.size() * 4);
+  meta.upload(words.data(), words.size() * 4);
+  PagedAttentionArgs args;
+  args.q = qv;
+  args.out = ov;
+  args.lse = lv;
+  args.batch.query_start_loc = TensorView::contiguous(meta, DType::i32, {S + 1}, qsl_at);
+  args.batch.seq_lens = TensorView::contiguous(meta, DType::i32, {S}, lens_at);
+  args.batch.block_table = TensorView::contiguous(meta, DType::i32, {S, mbps}, table_at);
+  if (c.alibi) prm.alibi_slopes = TensorView::contiguous(meta, DType::f32, {Hq}, alibi_at);
+  if (c.sinks) prm.sinks = TensorView::contiguous(meta, DType::f32, {Hq}, sinks_at);
+  if (!qq_bias.empty()) prm.qq_bias = TensorView::contiguous(meta, DType::f32, {max_q, qq_cols}, qq_at);
+  args.params = prm;
+
+  PagedAttentionPlanOptions popt;
+  popt.split = c.split;
+  popt.num_segments = c.num_segments;
+  const PagedAttentionLengths lengths{qsl, seq_lens};
+  uint32_t max_len = 0;
+  for (int32_t l : seq_lens) max_len = std::max<uint32_t>(max_len, uint32_t(l));
+  const PagedAttentionPlan plan = c.replay ? PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, PagedAttentionLimits{S, Tcap, std::max(max_q, 1u), max_len}, popt)
+                                           : PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, lengths, popt);
   for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
     if (run > 0) {
       obuf.fill(0xFFFFFFFFu);
       lbuf.fill(0xFFFFFFFFu);
     }
-    paged_attention(ctx, plan, cache, qv, ov, lv);
+    paged_attention(ctx, plan, cache, args);
   }
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(lse_bytes + kGuard);
@@ -382,19 +417,20 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   p.v_cache = std::move(v_img);
   p.k_scale = c.k_scale;
   p.v_scale = c.v_scale;
-  p.scale = opt.scale;
+  p.scale = prm.scale;
   p.sliding_window = c.sliding_window;
   p.softcap = c.softcap;
-  p.alibi_slopes.assign(opt.alibi_slopes.begin(), opt.alibi_slopes.end());
-  p.sinks.assign(opt.sinks.begin(), opt.sinks.end());
-  p.qq_bias.assign(opt.qq_bias.begin(), opt.qq_bias.end());
-  p.qq_bias_stride = opt.qq_bias_stride;
+  p.alibi_slopes.assign(alibi.begin(), alibi.end());
+  p.sinks.assign(sinks.begin(), sinks.end());
+  p.qq_bias.assign(qq_bias.begin(), qq_bias.end());
+  p.qq_bias_stride = qq_cols;
   ref::PagedAttentionResult want = ref::paged_attention(p);
 
   // Compare.
   const PagedAttentionTolerance tol = paged_attention_tolerance(c);
   const bool fp8_out = is_fp8(c.out_dtype);
-  std::vector<double> got = ref::decode_values(out_t, std::vector<uint8_t>(out_raw.begin(), out_raw.begin() + out_bytes));
+  const uint64_t batch_out_bytes = uint64_t(T) * row * oes, batch_lse_bytes = uint64_t(T) * Hq * 4;
+  std::vector<double> got = ref::decode_values(out_t, std::vector<uint8_t>(out_raw.begin(), out_raw.begin() + batch_out_bytes));
   std::vector<double> got_lse;
   if (c.with_lse) {
     got_lse.resize(uint64_t(T) * Hq);
@@ -483,14 +519,17 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
       }
     }
   }
-  for (uint64_t i = out_bytes; i < out_raw.size(); ++i)
+  // Past the batch's rows (a replay plan's spare tokens) and past the views:
+  // untouched.
+  for (uint64_t i = batch_out_bytes; i < out_raw.size(); ++i)
     if (out_raw[i] != 0xFF) {
-      fail("out buffer byte " + std::to_string(i) + " past the view (" + std::to_string(out_bytes) + " bytes) was written");
+      fail("out buffer byte " + std::to_string(i) + " past the batch's " + std::to_string(T) + " tokens (" +
+           std::to_string(batch_out_bytes) + " bytes) was written");
       break;
     }
-  for (uint64_t i = c.with_lse ? lse_bytes : 0; i < lse_raw.size() && c.with_lse; ++i)
+  for (uint64_t i = c.with_lse ? batch_lse_bytes : 0; i < lse_raw.size() && c.with_lse; ++i)
     if (lse_raw[i] != 0xFF) {
-      fail("lse buffer byte " + std::to_string(i) + " past the view was written");
+      fail("lse buffer byte " + std::to_string(i) + " past the batch's tokens was written");
       break;
     }
   if (bad > 1) r.failure += " (" + std::to_string(bad) + " mismatches in all)";
@@ -516,7 +555,13 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
     if (c.before_timing) c.before_timing();
-    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, qv, ov, lv, cmd); },
+    PagedAttentionArgs timed = args;
+    Buffer workspace;
+    if (plan.split()) {
+      workspace = Buffer(ctx, plan.workspace_bytes());
+      timed.workspace = TensorView::contiguous(workspace, DType::f32, {int64_t(plan.workspace_bytes() / 4)});
+    }
+    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, timed, cmd); },
                               c.timing_repetitions);
   }
   // Bytes: the K and V a kernel must read (keys some row of the sequence can
@@ -543,7 +588,8 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.qq_bias) s << ", qq_bias";
   if (c.with_lse) s << ", lse";
   s << ", " << (plan.split() ? "split into " + std::to_string(plan.num_segments()) + " segments" : std::string("not split"))
-    << ", " << plan.num_work_items() << " work items in workgroups of " << plan.workgroup_size() << ", seed " << c.seed;
+    << ", " << plan.num_workgroups() << " workgroups of " << plan.workgroup_size() << (c.replay ? ", replay plan" : "")
+    << ", seed " << c.seed;
   r.summary = s.str();
   return r;
 }

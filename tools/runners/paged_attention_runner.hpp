@@ -2,7 +2,8 @@
 // cache (permuted blocks, shared prefixes, NaN in every cache slot no
 // sequence uses), run through PagedAttentionPlan + paged_attention into
 // NaN-poisoned outputs, and every output (and LSE) checked against the
-// float64 reference.
+// float64 reference. The batch's metadata and the layer's parameters sit in
+// device buffers at unaligned offsets, as an engine's may.
 #pragma once
 #include <functional>
 #include <vkattn/context.hpp>
@@ -48,6 +49,10 @@ struct PagedAttentionCase {
   bool with_lse = false;
   SplitKv split = SplitKv::automatic;
   uint32_t num_segments = 0;
+  // Plan for limits rather than this batch (PagedAttentionLimits), with this
+  // many spare tokens past the batch (their out rows must stay untouched).
+  bool replay = false;
+  uint32_t spare_tokens = 0;
   bool shared_prefixes = true;    // later sequences may start with an earlier one's full blocks
   uint32_t table_slack = 2;       // block-table entries past the longest sequence's blocks
   bool junk_table_tail = true;    // unused table entries hold out-of-range junk (never read)

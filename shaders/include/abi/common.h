@@ -52,6 +52,11 @@ VKA_CONST(STATUS_OK, 0)
 VKA_CONST(STATUS_SLOT_OUT_OF_RANGE, 1)   // details: token index, slot (low, high word)
 VKA_CONST(STATUS_BLOCK_OUT_OF_RANGE, 2)  // details: sequence, block-table column, entry
 VKA_CONST(STATUS_SUBGROUP_SIZE, 3)       // details: the subgroup size the kernel got, the one it was built for
+VKA_CONST(STATUS_QUERY_START_LOC, 4)     // details: sequence, query_start_loc[s], query_start_loc[s + 1]
+VKA_CONST(STATUS_SEQ_LEN, 5)             // details: sequence, seq_len, query_len
+VKA_CONST(STATUS_SEQ_LEN_TABLE, 6)       // details: sequence, seq_len, the table's capacity (blocks * block_size)
+VKA_CONST(STATUS_QUERY_LEN_PLAN, 7)      // details: sequence, query_len, the plan's max_query_len
+VKA_CONST(STATUS_PARAMETER, 8)           // details: which (0 alibi_slopes, 1 sinks), head, the value's bits
 VKA_CONST(STATUS_WORDS, 4)
 
 #ifdef __cplusplus

@@ -1,6 +1,7 @@
 // paged_attention (one workgroup per work item: a tile of query rows of one
 // sequence and kv head, over one segment of its KV range) and
-// paged_attention_reduce (combines the segments of split-KV runs).
+// paged_attention_reduce (combines the segments of split-KV runs). Both take
+// the same bindings and push constants.
 #ifndef VKATTN_ABI_PAGED_ATTENTION_H
 #define VKATTN_ABI_PAGED_ATTENTION_H
 #include "common.h"
@@ -9,15 +10,37 @@
 namespace vkattn::abi {
 #endif
 
-// Words per work item in the plan's metadata.
-VKA_CONST(PA_ITEM_WORDS, 8)
-VKA_CONST(PA_ITEM_SEQ, 0)
-VKA_CONST(PA_ITEM_KV_HEAD, 1)
-VKA_CONST(PA_ITEM_ROW_START, 2)    // first packed row (token_in_seq * GQA + head_in_group)
-VKA_CONST(PA_ITEM_ROW_COUNT, 3)
-VKA_CONST(PA_ITEM_KV_BEGIN, 4)     // key positions [begin, end) this item covers
-VKA_CONST(PA_ITEM_KV_END, 5)
-VKA_CONST(PA_ITEM_SEGMENT, 6)
+// Bindings (0 is the status buffer). Absent optional views are bound to a
+// placeholder and never read.
+VKA_CONST(PA_BINDING_Q, 1)
+VKA_CONST(PA_BINDING_OUT, 2)
+VKA_CONST(PA_BINDING_LSE, 3)
+VKA_CONST(PA_BINDING_QUERY_START_LOC, 4)
+VKA_CONST(PA_BINDING_SEQ_LENS, 5)
+VKA_CONST(PA_BINDING_BLOCK_TABLE, 6)
+VKA_CONST(PA_BINDING_ALIBI, 7)
+VKA_CONST(PA_BINDING_SINKS, 8)
+VKA_CONST(PA_BINDING_QQ_BIAS, 9)
+VKA_CONST(PA_BINDING_WORKSPACE, 10)
+VKA_CONST(PA_BINDINGS, 11)
+
+// Each view's element offset inside its binding, one byte each in
+// view_offsets0..2 (view v: byte v % 4 of word v / 4). A binding starts at
+// most minStorageBufferOffsetAlignment (<= 256) bytes before its view.
+VKA_CONST(PA_VIEW_Q, 0)
+VKA_CONST(PA_VIEW_OUT, 1)
+VKA_CONST(PA_VIEW_LSE, 2)
+VKA_CONST(PA_VIEW_QUERY_START_LOC, 3)
+VKA_CONST(PA_VIEW_SEQ_LENS, 4)
+VKA_CONST(PA_VIEW_BLOCK_TABLE, 5)
+VKA_CONST(PA_VIEW_ALIBI, 6)
+VKA_CONST(PA_VIEW_SINKS, 7)
+VKA_CONST(PA_VIEW_QQ_BIAS, 8)
+VKA_CONST(PA_VIEW_WORKSPACE, 9)
+
+// Bits of `flags`.
+VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspace for the reduce
+VKA_CONST(PA_FLAG_ONE_TILE_PER_SEQ, 2)   // every sequence's rows fit one tile: tile index = sequence
 
 #define PAGED_ATTENTION_SPEC(X)   \
   X(0, PA_HEAD_SIZE, 128)         \
@@ -37,59 +60,51 @@ VKA_CONST(PA_ITEM_SEGMENT, 6)
   X(14, PA_HAS_SOFTCAP, 0)        \
   X(15, PA_HAS_WINDOW, 0)         \
   X(16, PA_WRITE_LSE, 0)          \
-  X(17, PA_SPLIT, 0)              \
-  X(18, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */
+  X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */
 
-// Per-run values: where the views are and the grid.
-#define PAGED_ATTENTION_PUSH(X)   \
+// Per-run values: the grid, the plan's shape, the layer's values, and where
+// the views are. Work items are numbered (q tile, kv head, segment), segment
+// fastest; a q tile holds BM packed rows (token_in_sequence * GQA +
+// head_in_group) of one sequence.
+#define PAGED_ATTENTION_PUSH(X)    \
   X(uint64_t, chunk_table_address) \
-  X(uint32_t, num_items)          \
-  X(uint32_t, grid_x)             \
-  X(uint32_t, q_offset)           \
-  X(uint32_t, q_token_stride)     \
-  X(uint32_t, q_head_stride)      \
-  X(uint32_t, out_offset)         \
-  X(uint32_t, out_token_stride)   \
-  X(uint32_t, out_head_stride)    \
-  X(uint32_t, lse_offset)         \
-  X(uint32_t, lse_token_stride)   \
-  X(uint32_t, num_blocks)         \
-  X(uint32_t, blocks_per_chunk)   \
-  X(uint32_t, num_k_chunks)
-
-// Per-plan values, at the start of the metadata buffer; array offsets count
-// 32-bit words from the end of this header.
-#define PAGED_ATTENTION_META(X)   \
-  X(uint32_t, num_seqs)           \
-  X(uint32_t, num_tokens)         \
-  X(uint32_t, num_q_heads)        \
-  X(uint32_t, max_blocks_per_seq) \
-  X(uint32_t, num_segments)       \
-  X(uint32_t, query_start_loc_at) \
-  X(uint32_t, seq_lens_at)        \
-  X(uint32_t, block_table_at)     \
-  X(uint32_t, items_at)           \
-  X(uint32_t, alibi_at)           \
-  X(uint32_t, sinks_at)           \
-  X(uint32_t, qq_bias_at)         \
-  X(uint32_t, qq_bias_stride)     \
-  X(uint32_t, qq_bias_rows)       \
-  X(int32_t, sliding_window)      \
-  X(float, scale)                 \
-  X(float, softcap)               \
-  X(float, k_scale)               \
-  X(float, v_scale)               \
-  X(float, out_inv_scale)
+  X(uint32_t, num_workgroups)      \
+  X(uint32_t, grid_x)              \
+  X(uint32_t, flags)               \
+  X(uint32_t, num_seqs)            \
+  X(uint32_t, num_tokens)          \
+  X(uint32_t, num_segments)        \
+  X(uint32_t, q_token_stride)      \
+  X(uint32_t, q_head_stride)       \
+  X(uint32_t, out_token_stride)    \
+  X(uint32_t, out_head_stride)     \
+  X(uint32_t, lse_token_stride)    \
+  X(uint32_t, block_table_stride)  \
+  X(uint32_t, max_blocks_per_seq)  \
+  X(uint32_t, num_blocks)          \
+  X(uint32_t, blocks_per_chunk)    \
+  X(uint32_t, num_k_chunks)        \
+  X(uint32_t, qq_bias_stride)      \
+  X(uint32_t, qq_bias_rows)        \
+  X(uint32_t, qq_bias_columns)     \
+  X(int32_t, sliding_window)       \
+  X(float, scale)                  \
+  X(float, softcap)                \
+  X(float, k_scale)                \
+  X(float, v_scale)                \
+  X(float, out_inv_scale)          \
+  X(uint32_t, view_offsets0)       \
+  X(uint32_t, view_offsets1)       \
+  X(uint32_t, view_offsets2)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \
   X(1, PR_OUT_DTYPE, 0)                \
   X(2, PR_HAS_SINKS, 0)                \
   X(3, PR_WRITE_LSE, 0)                \
-  X(4, PR_WORKGROUP_SIZE, 64)
+  X(4, PR_WORKGROUP_SIZE, 64)          \
+  X(5, PR_NUM_Q_HEADS, 32)
 
-#define VKA_STRUCT_ONLY(NAME, LIST) struct NAME { LIST(VKA_PUSH_FIELD) };
-VKA_STRUCT_ONLY(PagedAttentionMeta, PAGED_ATTENTION_META)
 VKA_PUSH_STRUCT(PagedAttentionPush, PAGED_ATTENTION_PUSH)
 // C++ sees both kernels' constants; a shader declares only its own (their ids overlap).
 #if defined(__cplusplus) || defined(VKATTN_PAGED_ATTENTION_REDUCE)

@@ -1,0 +1,79 @@
+// The views of paged_attention and paged_attention_reduce (abi/paged_attention.h
+// numbers them), and the reads and writes both kernels make through them:
+// batch metadata, per-head parameters, the output row, and split-KV partial
+// results in the workspace.
+//
+// The includer defines PA_HEAD_SIZE, PA_NUM_Q_HEADS, PA_OUT_DTYPE and
+// PA_HAS_SINKS (spec constants, or aliases of the reduce's) first.
+#ifndef VKATTN_PAGED_ATTENTION_BINDINGS_GLSL
+#define VKATTN_PAGED_ATTENTION_BINDINGS_GLSL
+#include "number_formats.glsl"
+#include "status.glsl"
+
+layout(set = 0, binding = PA_BINDING_Q, std430) readonly buffer Q16 { uint16_t q16[]; };
+layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out16 { uint16_t out16[]; };
+layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out32 { float out32[]; };
+layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out8 { uint8_t out8[]; };
+layout(set = 0, binding = PA_BINDING_LSE, std430) writeonly buffer Lse { float lse_out[]; };
+layout(set = 0, binding = PA_BINDING_QUERY_START_LOC, std430) readonly buffer QueryStartLoc { int query_start_words[]; };
+layout(set = 0, binding = PA_BINDING_SEQ_LENS, std430) readonly buffer SeqLens { int seq_len_words[]; };
+layout(set = 0, binding = PA_BINDING_BLOCK_TABLE, std430) readonly buffer BlockTable { int block_table_words[]; };
+layout(set = 0, binding = PA_BINDING_ALIBI, std430) readonly buffer Alibi { float alibi_words[]; };
+layout(set = 0, binding = PA_BINDING_SINKS, std430) readonly buffer Sinks { float sink_words[]; };
+layout(set = 0, binding = PA_BINDING_QQ_BIAS, std430) readonly buffer QqBias { float qq_bias_words[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) buffer Workspace { float workspace[]; };
+
+// Element offset of view `v` (PA_VIEW_*) inside its binding.
+uint pa_view_offset(uint v) {
+  const uint w = v < 4u ? pc.view_offsets0 : v < 8u ? pc.view_offsets1 : pc.view_offsets2;
+  return (w >> (8u * (v % 4u))) & 0xFFu;
+}
+
+int pa_query_start(uint s) { return query_start_words[pa_view_offset(PA_VIEW_QUERY_START_LOC) + s]; }
+int pa_seq_len(uint s) { return seq_len_words[pa_view_offset(PA_VIEW_SEQ_LENS) + s]; }
+float pa_alibi_slope(uint head) { return alibi_words[pa_view_offset(PA_VIEW_ALIBI) + head]; }
+
+// Reports a slope that is not finite (its row's output is then meaningless).
+void pa_alibi_slope_checked(uint head) {
+  const float s = pa_alibi_slope(head);
+  if (isnan(s) || isinf(s)) vka_report(STATUS_PARAMETER, 0u, head, floatBitsToUint(s));
+}
+
+// The sink of a head; `check`: report NaN or +inf (a sink of -inf is none).
+float pa_sink(uint head, bool check) {
+  const float s = sink_words[pa_view_offset(PA_VIEW_SINKS) + head];
+  if (check && (isnan(s) || s == uintBitsToFloat(0x7F800000u))) vka_report(STATUS_PARAMETER, 1u, head, floatBitsToUint(s));
+  return s;
+}
+
+// Element d of the output row (token, head), encoded to the output dtype.
+void pa_write_out(uint token, uint head, uint d, float value) {
+  const uint at = pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d;
+  if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = value;
+  else if (PA_OUT_DTYPE == DTYPE_F16 || PA_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, value));
+  else out8[at] = uint8_t(vka_encode(PA_OUT_DTYPE, value * pc.out_inv_scale));
+}
+
+void pa_write_lse(uint token, uint head, float lse) {
+  lse_out[pa_view_offset(PA_VIEW_LSE) + token * pc.lse_token_stride + head] = lse;
+}
+
+// Split-KV partial results: for every (token, head, segment), head_size floats
+// of unnormalised output, then, after all of them, its (m, l) pair.
+uint pa_partial_slot(uint token, uint head, uint segment) {
+  return (token * PA_NUM_Q_HEADS + head) * pc.num_segments + segment;
+}
+uint pa_partial_stats(uint slot) {
+  return pa_view_offset(PA_VIEW_WORKSPACE) + pc.num_tokens * PA_NUM_Q_HEADS * pc.num_segments * PA_HEAD_SIZE + slot * 2u;
+}
+uint pa_partial_out(uint slot, uint d) { return pa_view_offset(PA_VIEW_WORKSPACE) + slot * PA_HEAD_SIZE + d; }
+
+void pa_write_partial(uint token, uint head, uint segment, uint d, float o, float m, float l) {
+  const uint slot = pa_partial_slot(token, head, segment);
+  workspace[pa_partial_out(slot, d)] = o;
+  if (d == 0u) {
+    workspace[pa_partial_stats(slot)] = m;
+    workspace[pa_partial_stats(slot) + 1u] = l;
+  }
+}
+#endif

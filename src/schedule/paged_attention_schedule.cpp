@@ -1,0 +1,212 @@
+#include "schedule/paged_attention_schedule.hpp"
+
+#include <vkattn/error.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <string>
+
+namespace vkattn::detail {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw Error("paged_attention: " + what); }
+
+// Partial results are indexed with 32-bit arithmetic in the kernels.
+constexpr uint64_t kMaxWorkspaceBytes = 1ull << 31;
+
+}  // namespace
+
+ItemKeys::ItemKeys(const std::vector<int64_t>& keys) {
+  for (int64_t k : keys) add(k, 1);
+}
+
+void ItemKeys::add(int64_t keys, uint64_t count) {
+  if (!count) return;
+  items += count;
+  longest = std::max(longest, keys);
+  total += keys * int64_t(count);
+}
+
+uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments) {
+  return num_tokens * num_q_heads * segments * (uint64_t(head_size) + 2) * 4;
+}
+
+Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_rows) {
+  if (dev.path != Path::scalar) {
+    // paged_attention_subgroup.comp: 8 or 16 rows, tiles of 16 keys, as many
+    // subgroups (up to 8) as its shared memory allows (bytes() mirrors its
+    // shared arrays). The plan may then take fewer (matrix_subgroups).
+    const uint32_t sg = dev.subgroup_size;
+    // Rows are the matrices' N: 8 where the device has 16x8x16 (decode with
+    // GQA <= 8 then carries half the accumulators), else 16.
+    const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
+    auto bytes = [&](uint32_t nw) {
+      return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
+             nw * (16 * bm * 4 + 16 * bm * 2 + 3 * 64u) + 128u + 64u + 1024u;
+    };
+    uint32_t nw = 8;
+    while (nw > 1 && bytes(nw) > dev.max_shared_memory) nw /= 2;
+    return {bm, 16, nw * sg};
+  }
+  // Scalar: the largest tile whose shared memory fits the device.
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u + 1024u;
+  };
+  uint32_t bm = max_rows >= 16 ? 16u : std::bit_ceil(std::max<uint32_t>(max_rows, 1));
+  uint32_t bn = head_size <= 128 ? 32 : 16;
+  while (shared_bytes(bm, bn) > dev.max_shared_memory && (bm > 4 || bn > 8)) {
+    if (bn > 16 || (bn > 8 && bm <= 4)) bn /= 2;
+    else bm /= 2;
+  }
+  uint32_t wg = 128;
+  while ((bm * head_size) % wg) wg /= 2;
+  // The kernel's register arrays: bn * head_size / 8 / wg <= 8 prefetch words
+  // and bm * head_size / wg <= 64 outputs per invocation.
+  while (bn > 8 && bn * head_size / 8 / wg > 8) bn /= 2;
+  return {bm, bn, wg};
+}
+
+uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
+  const uint64_t items = st.items;
+  const int64_t max_range = st.longest;
+  if (items == 0 || max_range == 0) return 1;
+  // Matrix kernel, 2 to 5 even items per SM: an SM holds six 2-subgroup
+  // workgroups (168 registers); with fewer it has too few subgroups to keep
+  // enough loads in flight. Segments of >= 1024 keys, about two waves of six
+  // workgroups per SM. On an H200 (`vkattn run`; bench where said): B=64
+  // ctx=4096 (512 items) took 349 us unsplit, 313 in 2 segments, 295 in 3
+  // (bench 301), 324 in 4, 317 in 5; ctx=32768: bench 2795 -> 2182 us in 3;
+  // ctx=512: 59 us unsplit, 65 in 2. B=96 ctx=4096 (768 items, a wave of six
+  // per SM nearly full) took 401 us unsplit, 428 in 2. An uneven varlen batch
+  // (424 items, prefill among decodes): bench 132 us unsplit, 212 in 4.
+  const uint64_t two_waves = 12ull * sms;
+  if (path != Path::scalar && st.even() && items >= 2ull * sms && items < 5ull * sms) {
+    const auto by_length = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 64));
+    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min((two_waves + items / 2) / items, by_length)));
+  }
+  if (items >= 2ull * sms) return 1;
+  uint64_t by_fill, min_keys;
+  if (path == Path::scalar) {
+    by_fill = (4ull * sms + items - 1) / items;
+    min_keys = 256;
+  } else {
+    // Segments as short as one 16-key tile per subgroup (64 keys) pay when the
+    // batch is small: B=1 ctx=512 took 16.6 us in 2 segments, 14.5 in 4 and
+    // 13.3 in 8; ctx=1024 16.7 us in 4, 14.4 in 8, 13.6 in 16 (`vkattn run`,
+    // cache in L2; `vkattn bench decode`, cold: ctx=512 17.7 -> 14.5 us).
+    min_keys = 64;
+    // paged_attention_subgroup.comp, measured on an H200 (132 SMs) with
+    // workgroups of 4 subgroups, Hq 32 / Hkv 8, d 128: at most one workgroup
+    // per SM (matrix_subgroups then gives it 8) unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
+    // segments 66 us (an earlier build: 17 segments 110 us, four SMs ran two);
+    // B=16 ctx=4096: no split 98 us, 2 segments 104 us. Two per SM pays when
+    // each subgroup then still has >= 64 tiles (B=16 ctx=32768).
+    const uint64_t one = std::max<uint64_t>(1, sms / items);
+    const uint64_t two = std::max<uint64_t>(1, 2ull * sms / items);
+    by_fill = uint64_t(max_range) / two >= 4096 ? two : one;
+  }
+  const uint64_t by_length = static_cast<uint64_t>(std::min<int64_t>(max_range / int64_t(min_keys), 64));
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min({by_fill, by_length, uint64_t(64)})));
+}
+
+uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& st) {
+  // Measured on an H200 (132 SMs), Hq 32 / Hkv 8, d 128, 8-row decode tiles.
+  const int64_t longest = st.longest;
+  // At most one workgroup per SM: as many subgroups as shared memory allows
+  // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
+  // 4 -> 8: B=1 ctx=32768 (16 segments) 57.2 -> 47.5 us, B=16 ctx=4096
+  // 94.1 -> 72.9 us; B=1 ctx=512 (segments of 64 keys) 14.2 -> 15.5 us.
+  const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
+  if (st.items <= sms) return longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
+  // Many items of about the same length run faster in workgroups of 2: at 168
+  // registers an SM holds 6 of them (12 subgroups) against 3 of 4, and each
+  // workgroup's fixed cost (query, first loads, the final merge) is paid by
+  // half as many subgroups. 4 -> 2: B=64 ctx=512 67.8 -> 59.4 us, ctx=4096
+  // 357.8 -> 348.4 us; B=256 ctx=512 253.4 -> 218.8 us, ctx=4096 1410 ->
+  // 1382 us. Fewer items leave SMs idle (B=16 ctx=4096, 128 items: 94 -> 160
+  // us), and uneven ones wait on the longest item, which 2 subgroups take
+  // twice as long over (a varlen batch of 424 items: 132 -> 190 us).
+  if (usual <= 2 || st.items < 3ull * sms) return usual;
+  return st.even() ? 2 : usual;
+}
+
+Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProblem& p) {
+  Schedule s;
+  const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
+  const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
+  const Tile tile = choose_tile(dev, p.head_size, static_cast<uint32_t>(std::min<uint64_t>(max_rows, 1u << 30)));
+  s.bm = tile.bm;
+  s.bn = tile.bn;
+  s.workgroup = s.max_workgroup = tile.workgroup;
+  s.one_tile_per_seq = max_rows <= tile.bm;
+  // The kernels compute token * GQA in 32 bits.
+  if (uint64_t(p.num_tokens) * gqa >= (1ull << 32))
+    fail("num_tokens * (num_q_heads / num_kv_heads) = " + std::to_string(uint64_t(p.num_tokens) * gqa) +
+         " packed rows; at most 2^32 - 1 are supported");
+  const uint64_t q_tiles = s.one_tile_per_seq ? p.num_seqs : uint64_t(p.num_tokens) * gqa / s.bm + p.num_seqs;
+
+  // Work items before splitting: one per q tile with rows, and kv head. The
+  // window is a layer's, unknown here: items are sized by their causal range.
+  auto add_sequence = [&](ItemKeys& to, int64_t query_len, int64_t seq_len) {
+    const uint64_t rows = uint64_t(query_len) * gqa;
+    const int64_t ctx = seq_len - query_len;
+    for (uint64_t r0 = 0; r0 < rows; r0 += s.bm) {
+      const uint64_t last = (r0 + std::min<uint64_t>(s.bm, rows - r0) - 1) / gqa;
+      const int64_t end = seq_len == 0 ? 0 : std::min<int64_t>(seq_len, ctx + int64_t(last) + 1);
+      to.add(end, p.num_kv_heads);
+    }
+  };
+  ItemKeys base;
+  if (!p.seq_lens.empty()) {
+    for (uint32_t i = 0; i < p.num_seqs; ++i)
+      add_sequence(base, p.query_start_loc[i + 1] - p.query_start_loc[i], p.seq_lens[i]);
+  } else {
+    // A replay plan: every sequence as long as it may be.
+    ItemKeys one;
+    add_sequence(one, p.max_query_len, std::max(p.max_seq_len, p.max_query_len));
+    base.items = one.items * p.num_seqs;
+    base.longest = p.num_seqs ? one.longest : 0;
+    base.total = one.total * int64_t(p.num_seqs);
+  }
+
+  const uint32_t sms = std::max(dev.multiprocessors, 1u);
+  uint64_t segments = 1;
+  if (p.split == SplitKv::on)
+    segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
+  else if (p.split == SplitKv::automatic)
+    segments = automatic_segments(dev.path, sms, base);
+  if (p.split == SplitKv::on && p.num_segments > 256)
+    fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
+  segments = std::clamp<uint64_t>(segments, 1, 256);
+  const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
+  const uint64_t capacity = std::min(p.workspace_bytes, kMaxWorkspaceBytes);
+  if ((segments > 1 || p.split == SplitKv::on) && per_segment * segments > capacity) {
+    if (p.split == SplitKv::on)
+      fail(std::to_string(segments) + " segments need " + std::to_string(per_segment * segments) +
+           " bytes of partial results, more than the workspace's " + std::to_string(capacity) +
+           " (PagedAttentionPlanOptions::workspace_bytes); use fewer segments or a larger workspace");
+    segments = std::max<uint64_t>(1, capacity / std::max<uint64_t>(per_segment, 1));
+  }
+  s.num_segments = static_cast<uint32_t>(segments);
+  s.split = segments > 1 || p.split == SplitKv::on;
+  s.workspace_bytes = s.split ? per_segment * segments : 0;
+
+  if (dev.path != Path::scalar) {
+    // Items after the split: the longest is one segment of the longest item.
+    ItemKeys split = base;
+    split.items = base.items * segments;
+    if (s.split) {
+      const int64_t per = (base.longest + int64_t(segments) - 1) / int64_t(segments);
+      split.longest = std::min(base.longest, (per + s.bn - 1) / s.bn * s.bn);
+    }
+    s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
+  }
+  s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
+  s.num_workgroups = q_tiles * p.num_kv_heads * segments;
+  if (q_tiles > UINT32_MAX || s.num_workgroups > UINT32_MAX)
+    fail(std::to_string(s.num_workgroups) + " workgroups are more than one dispatch holds (2^32 - 1)");
+  return s;
+}
+
+}  // namespace vkattn::detail

@@ -1,0 +1,84 @@
+// Internal: how a paged-attention plan maps a batch onto workgroups. Pure host
+// arithmetic, O(num_seqs), with no Vulkan in it, so that it can be tested on
+// its own and run every step.
+#pragma once
+#include <vkattn/capabilities.hpp>
+#include <vkattn/paged_attention.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace vkattn::detail {
+
+// What scheduling needs to know of the device and the kernel path.
+struct ScheduleDevice {
+  Path path = Path::scalar;        // the attention kernel's
+  uint32_t subgroup_size = 32;
+  uint32_t multiprocessors = 16;   // Capabilities::scheduling_multiprocessors
+  uint32_t max_shared_memory = 48 * 1024;
+  bool has_16x8x16 = false;        // KHR f16 16x8x16 subgroup matrices: 8-row tiles
+};
+
+struct ScheduleProblem {
+  uint32_t num_q_heads = 0, num_kv_heads = 0, head_size = 0;
+  uint32_t num_seqs = 0, num_tokens = 0, max_query_len = 0;
+  // One batch's host lengths; empty for a replay plan, which is sized as if
+  // every sequence had max_query_len tokens and max_seq_len keys.
+  std::span<const int32_t> query_start_loc, seq_lens;
+  uint32_t max_seq_len = 0;
+  SplitKv split = SplitKv::automatic;
+  uint32_t num_segments = 0;
+  uint64_t workspace_bytes = 0;
+};
+
+struct Schedule {
+  uint32_t bm = 0, bn = 0;         // rows per q tile, keys per KV tile
+  uint32_t workgroup = 0;          // invocations of the attention kernel
+  uint32_t max_workgroup = 0;      // the most the tile's shared memory allows (matrix paths)
+  bool one_tile_per_seq = false;   // every sequence's rows fit one q tile (tile index = sequence)
+  uint32_t q_tiles = 0;
+  bool split = false;
+  uint32_t num_segments = 1;
+  uint64_t num_workgroups = 0;     // q_tiles * num_kv_heads * num_segments
+  uint64_t workspace_bytes = 0;    // split-KV partial results; 0 unsplit
+};
+
+// Throws vkattn::Error for a problem it cannot schedule (an explicit
+// num_segments whose partial results exceed the workspace, a grid too large).
+Schedule schedule_paged_attention(const ScheduleDevice& device, const ScheduleProblem& problem);
+
+// Rows per tile, keys per tile and invocations of the kernel for `max_rows`
+// packed rows (query tokens x GQA heads) per sequence.
+struct Tile {
+  uint32_t bm, bn, workgroup;
+};
+Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
+
+// Bytes of split-KV partial results.
+uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
+
+// What the split and workgroup choices look at in a batch's work items
+// (one per q tile and kv head): how many, the longest and the total key count.
+struct ItemKeys {
+  uint64_t items = 0;
+  int64_t longest = 0, total = 0;
+  ItemKeys() = default;
+  ItemKeys(const std::vector<int64_t>& keys);   // NOLINT: tests pass lists of key counts
+  void add(int64_t keys, uint64_t count);
+  bool even() const { return longest * int64_t(items) <= 2 * total; }   // longest <= twice the mean
+};
+
+// Segments of an automatically split plan (1: no split), from the work items
+// before any split: split when they give fewer than 2 workgroups per
+// multiprocessor, and on the matrix paths when fewer than 5 even ones; the
+// rule per kernel is explained where it is defined.
+uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items);
+
+// Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
+// its shared memory allows: 8, 4 or 2), from the work items (after any
+// split): the most for at most one item per multiprocessor, 2 for many even
+// items, else 4.
+uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t multiprocessors, const ItemKeys& items);
+
+}  // namespace vkattn::detail
