@@ -1,6 +1,7 @@
-# `cmake --install` + find_package(vkattn) -> vkattn::vkattn. The Vulkan headers
-# the library was built against are installed beside its own, so a consumer
-# needs nothing else; volk is compiled into the library.
+# `cmake --install` + find_package(vkattn) -> vkattn::vkattn. The Vulkan C
+# headers the library was built against (<vulkan/vulkan.h> included) are
+# installed beside its own. The library defines no Vulkan symbols: it loads
+# libvulkan.so.1 at run time, or takes the application's vkGetInstanceProcAddr.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 install(TARGETS vkattn EXPORT vkattnTargets
@@ -8,8 +9,8 @@ install(TARGETS vkattn EXPORT vkattnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers)
 install(DIRECTORY include/vkattn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${VKATTN_VULKAN_INCLUDE_DIR}/vulkan/vulkan_core.h ${VKATTN_VULKAN_INCLUDE_DIR}/vulkan/vk_platform.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers/vulkan)
+install(DIRECTORY ${VKATTN_VULKAN_INCLUDE_DIR}/vulkan DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers
+  FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${VKATTN_VULKAN_INCLUDE_DIR}/vk_video DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vkattn/vulkan-headers)
 install(EXPORT vkattnTargets NAMESPACE vkattn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkattn)
 configure_package_config_file(cmake/vkattnConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/vkattnConfig.cmake

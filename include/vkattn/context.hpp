@@ -63,7 +63,8 @@ struct ContextOptions {
 // Handles of an application's Vulkan objects. The context never destroys them.
 // The device must have been created with the features in docs (README "Adopting
 // a device"): Vulkan 1.3 core with storageBuffer16BitAccess, storageBuffer8BitAccess,
-// shaderFloat16, shaderInt8, shaderInt64, bufferDeviceAddress, vulkanMemoryModel;
+// shaderFloat16, shaderInt16, shaderInt64, bufferDeviceAddress, vulkanMemoryModel,
+// vulkanMemoryModelDeviceScope, maintenance4;
 // cooperative-matrix paths need their extensions listed in enabled_device_extensions.
 struct AdoptInfo {
   VkInstance instance = VK_NULL_HANDLE;
