@@ -175,6 +175,25 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
   DeviceFeatureChain f;
   f.link(km, nm2, bf, false);
   impl.vk.vkGetPhysicalDeviceFeatures2(pd, &f.core);
+  if (!impl.owns_device) {
+    // An adopted device: only what the application enabled counts, and with
+    // no chain given, none of the optional features.
+    const DeviceFeatureChain none;
+    const DeviceFeatureChain& on = impl.adopted_features ? *impl.adopted_features : none;
+    auto both = [](VkBool32& have, VkBool32 enabled) { have = have && enabled; };
+    both(f.v13.subgroupSizeControl, on.v13.subgroupSizeControl);
+    both(f.v13.computeFullSubgroups, on.v13.computeFullSubgroups);
+    both(f.coopmat.cooperativeMatrix, on.coopmat.cooperativeMatrix);
+    both(f.coopmat2.cooperativeMatrixWorkgroupScope, on.coopmat2.cooperativeMatrixWorkgroupScope);
+    both(f.coopmat2.cooperativeMatrixFlexibleDimensions, on.coopmat2.cooperativeMatrixFlexibleDimensions);
+    both(f.coopmat2.cooperativeMatrixReductions, on.coopmat2.cooperativeMatrixReductions);
+    both(f.coopmat2.cooperativeMatrixConversions, on.coopmat2.cooperativeMatrixConversions);
+    both(f.coopmat2.cooperativeMatrixPerElementOperations, on.coopmat2.cooperativeMatrixPerElementOperations);
+    both(f.coopmat2.cooperativeMatrixTensorAddressing, on.coopmat2.cooperativeMatrixTensorAddressing);
+    both(f.coopmat2.cooperativeMatrixBlockLoads, on.coopmat2.cooperativeMatrixBlockLoads);
+    both(f.bf16.shaderBFloat16Type, on.bf16.shaderBFloat16Type);
+    both(f.bf16.shaderBFloat16CooperativeMatrix, on.bf16.shaderBFloat16CooperativeMatrix);
+  }
   c.float16 = f.v12.shaderFloat16;
   c.int8 = f.v12.shaderInt8;
   c.int64 = f.core.features.shaderInt64;

@@ -89,15 +89,8 @@ std::string unsuitable_reason(const VkFunctions& vk, VkPhysicalDevice pd) {
   DeviceFeatureChain f;
   f.link(false, false, false, false);
   vk.vkGetPhysicalDeviceFeatures2(pd, &f.core);
-  std::string missing;
-  auto need = [&](VkBool32 ok, const char* name) { if (!ok) missing += std::string(missing.empty() ? "" : ", ") + name; };
-  need(f.v11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
-  need(f.v12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
-  need(f.v12.shaderFloat16, "shaderFloat16");
-  need(f.core.features.shaderInt64, "shaderInt64");
-  need(f.v12.bufferDeviceAddress, "bufferDeviceAddress");
-  need(f.v12.vulkanMemoryModel, "vulkanMemoryModel");
-  if (compute_queue_family(vk, pd) < 0) need(false, "a compute queue");
+  std::string missing = missing_required_features(f);
+  if (compute_queue_family(vk, pd) < 0) missing += std::string(missing.empty() ? "" : ", ") + "a compute queue";
   return missing.empty() ? "" : "lacks " + missing;
 }
 
@@ -158,6 +151,42 @@ void DeviceFeatureChain::link(bool has_coopmat, bool has_coopmat2, bool has_bf16
   if (has_bf16) { *tail = &bf16; tail = &bf16.pNext; }
   if (has_executables) { *tail = &executables; tail = &executables.pNext; }
   *tail = nullptr;
+}
+
+std::string missing_required_features(const DeviceFeatureChain& f) {
+  std::string missing;
+  auto need = [&](VkBool32 ok, const char* name) { if (!ok) missing += std::string(missing.empty() ? "" : ", ") + name; };
+  need(f.v11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  need(f.v12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  need(f.v12.shaderFloat16, "shaderFloat16");
+  need(f.core.features.shaderInt16, "shaderInt16");
+  need(f.core.features.shaderInt64, "shaderInt64");
+  need(f.v12.bufferDeviceAddress, "bufferDeviceAddress");
+  need(f.v12.vulkanMemoryModel, "vulkanMemoryModel");
+  need(f.v12.vulkanMemoryModelDeviceScope, "vulkanMemoryModelDeviceScope");
+  need(f.v13.maintenance4, "maintenance4");
+  return missing;
+}
+
+void DeviceFeatureChain::copy_enabled(const VkPhysicalDeviceFeatures2& chain) {
+  core.features = chain.features;
+  // Each struct's features sit after its sType and pNext.
+  auto copy = [](auto& into, const VkBaseInStructure* from) {
+    void* keep = into.pNext;
+    std::memcpy(&into, from, sizeof into);
+    into.pNext = keep;
+  };
+  for (auto* s = static_cast<const VkBaseInStructure*>(chain.pNext); s; s = s->pNext) {
+    switch (s->sType) {
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES: copy(v11, s); break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: copy(v12, s); break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: copy(v13, s); break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR: copy(coopmat, s); break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV: copy(coopmat2, s); break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR: copy(bf16, s); break;
+      default: break;
+    }
+  }
 }
 
 bool ContextImpl::has_extension(std::string_view name) const { return contains(device_extensions, name); }
@@ -375,6 +404,17 @@ Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
   impl.physical_device = info.physical_device;
   std::string why = unsuitable_reason(vk, info.physical_device);
   if (!why.empty()) throw Error("Context::adopt: the device cannot run vkattn: it " + why);
+  if (info.enabled_features) {
+    if (info.enabled_features->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+      throw Error("Context::adopt: enabled_features must point at the VkPhysicalDeviceFeatures2 given to vkCreateDevice");
+    impl.adopted_features = std::make_unique<DeviceFeatureChain>();
+    impl.adopted_features->link(false, false, false, false);
+    impl.adopted_features->copy_enabled(*info.enabled_features);
+    const std::string missing = missing_required_features(*impl.adopted_features);
+    if (!missing.empty())
+      throw Error("Context::adopt: the device was created without features the kernels need: " + missing +
+                  " (enable them in vkCreateDevice)");
+  }
   impl.queue = info.queue;
   impl.queue_family = info.queue_family;
   impl.device_extensions = info.enabled_device_extensions;

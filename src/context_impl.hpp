@@ -32,7 +32,14 @@ struct DeviceFeatureChain {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   // Links the structs whose extensions are present.
   void link(bool has_coopmat, bool has_coopmat2, bool has_bf16, bool has_executables);
+  // Copies the features an application's chain enables into the members
+  // (structs of the types above, found by sType; links are kept); those it
+  // lacks stay off.
+  void copy_enabled(const VkPhysicalDeviceFeatures2& chain);
 };
+
+// What a device lacks of the features the kernels need ("" when nothing).
+std::string missing_required_features(const DeviceFeatureChain& f);
 
 // Which of the status buffer's slots a dispatch reports into: ops recorded
 // into the caller's command buffers share one (Context::check_device_status
@@ -55,6 +62,9 @@ struct ContextImpl {
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   std::vector<std::string> device_extensions;   // enabled
   bool pipeline_executable_info = false;         // VK_KHR_pipeline_executable_properties enabled (own device only)
+  // Adopted devices: the features the application enabled (null: only the
+  // required ones are assumed). Own devices enable everything supported.
+  std::unique_ptr<DeviceFeatureChain> adopted_features;
   Capabilities caps;
   VkPhysicalDeviceMemoryProperties memory{};
 

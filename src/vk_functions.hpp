@@ -56,6 +56,7 @@ namespace vkattn::detail {
   X(vkDestroyCommandPool)                               \
   X(vkAllocateCommandBuffers)                           \
   X(vkFreeCommandBuffers)                               \
+  X(vkResetCommandBuffer)                               \
   X(vkBeginCommandBuffer)                               \
   X(vkEndCommandBuffer)                                 \
   X(vkCreateFence)                                      \

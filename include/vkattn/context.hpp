@@ -61,11 +61,13 @@ struct ContextOptions {
 };
 
 // Handles of an application's Vulkan objects. The context never destroys them.
-// The device must have been created with the features in docs (README "Adopting
-// a device"): Vulkan 1.3 core with storageBuffer16BitAccess, storageBuffer8BitAccess,
-// shaderFloat16, shaderInt16, shaderInt64, bufferDeviceAddress, vulkanMemoryModel,
-// vulkanMemoryModelDeviceScope, maintenance4;
-// cooperative-matrix paths need their extensions listed in enabled_device_extensions.
+// The device must have been created with Vulkan 1.3 and the features the
+// kernels need: storageBuffer16BitAccess, storageBuffer8BitAccess,
+// shaderFloat16, shaderInt16, shaderInt64, bufferDeviceAddress,
+// vulkanMemoryModel, vulkanMemoryModelDeviceScope, maintenance4 (README
+// "Adopting a device"). Optional ones (subgroupSizeControl with
+// computeFullSubgroups, cooperative matrices, bfloat16) are used only when
+// enabled_features says they were enabled and their extensions are listed.
 struct AdoptInfo {
   VkInstance instance = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
@@ -77,6 +79,12 @@ struct AdoptInfo {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   std::vector<std::string> enabled_device_extensions;
+  // The feature chain the application gave vkCreateDevice (VkPhysicalDeviceFeatures2
+  // and the structs linked from it), read during adopt() only: a required
+  // feature missing there is an error, an optional one there is used. Null:
+  // vkattn trusts that the required features were enabled and uses no
+  // optional one (so no matrix path).
+  const VkPhysicalDeviceFeatures2* enabled_features = nullptr;
   // Where vkattn loads its Vulkan entry points from (the application's loader
   // or volk's vkGetInstanceProcAddr); null: libvulkan.so.1. vkattn defines no
   // global Vulkan symbols, so it never replaces the application's.

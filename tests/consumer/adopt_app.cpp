@@ -88,7 +88,7 @@ int main() {
     OwnDevice own(instance, &features);
     own.submit_and_wait([](VkCommandBuffer) {});
     vkattn::AdoptInfo info{.instance = instance, .physical_device = own.physical, .device = own.device,
-                           .queue = own.queue, .queue_family = own.family,
+                           .queue = own.queue, .queue_family = own.family, .enabled_features = &features,
                            .get_instance_proc_addr = vkGetInstanceProcAddr};
     write_on_own_queue(own, info);
     info.queue = VK_NULL_HANDLE;
