@@ -19,6 +19,8 @@ using abi::WriteKvCachePush;
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                     const TensorView& slot_mapping, VkCommandBuffer cmd) {
   auto& impl = ctx.impl();
+  impl.check_usable(kOp);
+  if (cache.context_id() != impl.id) throw Error("write_kv_cache: the cache belongs to another Context");
   const auto& c = cache.config();
   const int64_t n = key.shape.empty() ? -1 : key.shape[0];
   const int64_t H = c.num_kv_heads, D = c.head_size;

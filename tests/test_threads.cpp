@@ -1,0 +1,118 @@
+// One Context, several threads, as include/vkattn/context.hpp allows: device
+// errors reach the synchronous call that caused them, and recording into a
+// caller's command buffer goes on while other threads run synchronous ops
+// (with descriptor sets as well as push descriptors).
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "context_impl.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+struct Tokens {
+  Buffer k, v, good_slots, bad_slots;
+  Tokens(Context& ctx) : k(ctx, 64 * 2), v(ctx, 64 * 2), good_slots(ctx, 8), bad_slots(ctx, 8) {
+    k.fill(0x3C003C00u);
+    v.fill(0x3C003C00u);
+    const int64_t good = 5, bad = 1000;
+    good_slots.upload(&good, 8);
+    bad_slots.upload(&bad, 8);
+  }
+  TensorView kv(Buffer& b) { return TensorView::contiguous(b, DType::f16, {1, 1, 64}); }
+  TensorView slots(Buffer& b) { return TensorView::contiguous(b, DType::i64, {1}); }
+};
+
+TEST(Threads, DeviceErrorsReachTheSynchronousCallThatCausedThem) {
+  Context ctx(test_options());
+  PagedKvCache cache(ctx, KvCacheConfig{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 64});
+  Tokens t(ctx);
+  std::atomic<int> good_errors{0}, bad_errors{0}, bad_wrong_message{0};
+  std::thread good([&] {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        write_kv_cache(ctx, cache, t.kv(t.k), t.kv(t.v), t.slots(t.good_slots));
+      } catch (const Error&) {
+        ++good_errors;
+      }
+    }
+  });
+  std::thread bad([&] {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        write_kv_cache(ctx, cache, t.kv(t.k), t.kv(t.v), t.slots(t.bad_slots));
+      } catch (const Error& e) {
+        ++bad_errors;
+        if (std::string(e.what()).find("slot_mapping[0] = 1000") == std::string::npos) ++bad_wrong_message;
+      }
+    }
+  });
+  good.join();
+  bad.join();
+  EXPECT_EQ(good_errors, 0) << "the thread writing good slots received errors";
+  EXPECT_EQ(bad_errors, 40) << "the thread writing a bad slot missed its errors";
+  EXPECT_EQ(bad_wrong_message, 0);
+  EXPECT_NO_THROW(ctx.check_device_status());   // nothing recorded went wrong
+  for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << "validation error: " << m;
+}
+
+class ThreadsRecording : public ::testing::TestWithParam<bool> {};
+
+// One thread records ops into its own command buffers (never submitted)
+// while another runs synchronous ops on the same Context.
+TEST_P(ThreadsRecording, RecordingWhileAnotherThreadRunsSynchronousOps) {
+  ContextOptions o = test_options();
+  o.disable_push_descriptors = !GetParam();
+  Context ctx(o);
+  PagedKvCache cache(ctx, KvCacheConfig{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 64});
+  Tokens t(ctx);
+  const auto& vk = ctx.impl().vk;
+  VkCommandPool pool;
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = ctx.queue_family();
+  ASSERT_EQ(vk.vkCreateCommandPool(ctx.device(), &pci, nullptr, &pool), VK_SUCCESS);
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  ASSERT_EQ(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cmd), VK_SUCCESS);
+  std::atomic<int> failures{0};
+  std::thread recorder([&] {
+    for (int i = 0; i < 200; ++i) {
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      vk.vkBeginCommandBuffer(cmd, &bi);
+      try {
+        for (int j = 0; j < 4; ++j) write_kv_cache(ctx, cache, t.kv(t.k), t.kv(t.v), t.slots(t.good_slots), cmd);
+      } catch (const Error&) {
+        ++failures;
+      }
+      vk.vkEndCommandBuffer(cmd);
+      vk.vkResetCommandBuffer(cmd, 0);
+    }
+  });
+  std::thread runner([&] {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        write_kv_cache(ctx, cache, t.kv(t.k), t.kv(t.v), t.slots(t.good_slots));
+      } catch (const Error&) {
+        ++failures;
+      }
+    }
+  });
+  recorder.join();
+  runner.join();
+  EXPECT_EQ(failures, 0);
+  ctx.release_recorded_descriptor_sets();   // the recorded buffers were never submitted
+  vk.vkDestroyCommandPool(ctx.device(), pool, nullptr);
+  for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << "validation error: " << m;
+}
+
+INSTANTIATE_TEST_SUITE_P(Binding, ThreadsRecording, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
+
+}  // namespace
+}  // namespace vkattn::test
