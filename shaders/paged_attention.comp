@@ -5,9 +5,15 @@
 //
 // Per tile: gather K into shared memory (f32), S = Q K^T by FMAs, logits and
 // masks, online softmax (one invocation per row), gather V into the same
-// shared memory, O = O * alpha + P V with O in registers. The loads of the
+// shared memory, O = O * alpha + P V with O in shared memory. The loads of the
 // next tile are issued into registers before this tile's softmax, so they are
 // in flight while it computes. The matrix paths are paged_attention_subgroup.comp.
+//
+// O lives in shared memory, not in a register array per invocation: with up
+// to 16 rows x 256 dims, unrolling the accumulation and the output write once
+// per register made lavapipe's compiler (LLVM) take over a minute for one
+// pipeline, and this kernel is the path of every device without matrix
+// units, the CPU included.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -26,11 +32,11 @@ const uint DP = PA_HEAD_SIZE + 1;   // padded row stride: rows fall in different
 const uint BM = PA_BM;
 const uint BN = PA_BN;
 const uint WG = PA_WORKGROUP_SIZE;
-const uint OPT = (PA_BM * PA_HEAD_SIZE) / PA_WORKGROUP_SIZE;   // output elements per invocation
 
 shared float Qs[PA_BM * (PA_HEAD_SIZE + 1)];    // q * scale
 shared float KVs[PA_BN * (PA_HEAD_SIZE + 1)];   // the K tile, then the V tile
 shared float Ss[PA_BM * PA_BN];                 // q.k, then logits, then P
+shared float Os[PA_BM * PA_HEAD_SIZE];          // O, unnormalised; element e belongs to invocation e % WG
 shared float row_alpha[PA_BM];
 shared int row_qpos[PA_BM];
 shared float row_m[PA_BM];
@@ -41,12 +47,11 @@ shared uint64_t value_block[PA_BN];             // and in the V cache
 // Chunks of 8 elements per invocation in a K or V tile.
 const uint CHUNKS = PA_BN * PA_HEAD_SIZE / 8u;
 const uint CPT = (CHUNKS + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
-// Register arrays have compile-time sizes so that loops over them unroll in
-// SPIR-V and every element stays in a register (arrays sized by specialization
-// constants were kept in memory, which serialised the prefetch loads). The
-// plan keeps CPT <= CPT_MAX and OPT <= OPT_MAX.
+// The prefetch registers have a compile-time size so that loops over them
+// unroll in SPIR-V and every element stays in a register (arrays sized by
+// specialization constants were kept in memory, which serialised the
+// prefetch loads). The plan keeps CPT <= CPT_MAX.
 const uint CPT_MAX = 8u;
-const uint OPT_MAX = 64u;
 
 // Issues every load of a tile at once (its keys' blocks are in key_block /
 // value_block); the registers are consumed a phase later.
@@ -97,8 +102,7 @@ void main() {
   }
   pa_load_chunk_bases();
 
-  float o[OPT_MAX];
-  [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) o[i] = 0.0;
+  for (uint e = tid; e < BM * D; e += WG) Os[e] = 0.0;
   float m = VKA_NEG_INF, l = 0.0;   // this invocation's row (tid < BM)
 
   // Prologue: the first tile's addresses and loads.
@@ -151,13 +155,11 @@ void main() {
     barrier();
 
     // O = O * alpha + P V
-    [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) {
-      if (i >= OPT) break;
-      const uint e = tid + i * WG;
+    for (uint e = tid; e < BM * D; e += WG) {
       const uint r = e / D, d = e % D;
-      float acc = o[i] * row_alpha[r];
+      float acc = Os[e] * row_alpha[r];
       for (uint j = 0; j < BN; ++j) acc += Ss[r * BN + j] * KVs[j * DP + d];
-      o[i] = acc;
+      Os[e] = acc;
     }
     barrier();   // P V is done with the V tile and P before the next tile lands
   }
@@ -167,9 +169,5 @@ void main() {
     row_l[tid] = l;
   }
   barrier();
-  [[unroll]] for (uint i = 0; i < OPT_MAX; ++i) {
-    if (i >= OPT) break;
-    const uint e = tid + i * WG;
-    pa_write_result(it, e / D, e % D, o[i], row_m[e / D], row_l[e / D]);
-  }
+  for (uint e = tid; e < BM * D; e += WG) pa_write_result(it, e / D, e % D, Os[e], row_m[e / D], row_l[e / D]);
 }

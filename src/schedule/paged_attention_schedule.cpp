@@ -50,8 +50,8 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     return {bm, 16, nw * sg};
   }
   // Scalar: the largest tile whose shared memory fits the device.
-  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // + 1 KiB of chunk bases
-    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + 4 * bm) + 16u * bn + 64u + 1024u;
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + 1024u;
   };
   uint32_t bm = max_rows >= 16 ? 16u : std::bit_ceil(std::max<uint32_t>(max_rows, 1));
   uint32_t bn = head_size <= 128 ? 32 : 16;
@@ -61,8 +61,7 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   }
   uint32_t wg = 128;
   while ((bm * head_size) % wg) wg /= 2;
-  // The kernel's register arrays: bn * head_size / 8 / wg <= 8 prefetch words
-  // and bm * head_size / wg <= 64 outputs per invocation.
+  // The kernel's prefetch registers: bn * head_size / 8 / wg <= 8 words.
   while (bn > 8 && bn * head_size / 8 / wg > 8) bn /= 2;
   return {bm, bn, wg};
 }
