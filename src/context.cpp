@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,9 @@ VkPhysicalDevice choose_physical_device(const VkFunctions& vk, VkInstance instan
     vk.vkGetPhysicalDeviceProperties(devs[i], &p);
     return std::to_string(i) + ": " + p.deviceName;
   };
+  if (index < -1)
+    throw Error("ContextOptions::device_index = " + std::to_string(index) +
+                " is not a device index: expected -1 (the best device) or 0.." + std::to_string(n - 1));
   if (index >= 0) {
     if (static_cast<uint32_t>(index) >= n) {
       std::string list;
@@ -263,12 +267,14 @@ void finish_setup(ContextImpl& impl) {
   std::memset(impl.status.mapped, 0, kStatusSlots * kStatusSlotBytes);
 }
 
-// A device index from text ("0", "1", ...): exactly a number in int's range.
+// A device index from text ("0", "1", ...): exactly a number in int's range
+// (strtoll alone would also take leading blanks and a sign).
 int parse_device_index(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || errno == ERANGE || v < 0 || v > std::numeric_limits<int>::max())
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end || errno == ERANGE || v < 0 ||
+      v > std::numeric_limits<int>::max())
     throw Error(what + "='" + text + "' is not a device index (expected 0, 1, ...)");
   return static_cast<int>(v);
 }

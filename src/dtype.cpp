@@ -12,7 +12,8 @@ std::size_t dtype_size(DType t) {
     case DType::fp8_e4m3: case DType::fp8_e5m2: return 1;
     case DType::i64: return 8;
   }
-  throw Error("dtype_size: unknown dtype value " + std::to_string(static_cast<uint32_t>(t)));
+  throw Error("dtype_size: unknown dtype value " + std::to_string(static_cast<uint32_t>(t)) +
+              " (expected f16, bf16, f32, fp8_e4m3, fp8_e5m2, i32 or i64)");
 }
 
 std::string_view dtype_name(DType t) {
@@ -25,7 +26,8 @@ std::string_view dtype_name(DType t) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
   }
-  return "unknown";
+  throw Error("dtype_name: unknown dtype value " + std::to_string(static_cast<uint32_t>(t)) +
+              " (expected f16, bf16, f32, fp8_e4m3, fp8_e5m2, i32 or i64)");
 }
 
 DType parse_dtype(std::string_view name) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "context_impl.hpp"
+#include "op_support.hpp"
 
 namespace vkattn {
 
@@ -17,7 +18,8 @@ std::string_view layout_name(KvLayout l) {
     case KvLayout::hnd: return "hnd";
     case KvLayout::split: return "split";
   }
-  return "unknown";
+  throw Error("layout_name: unknown KV-cache layout value " + std::to_string(static_cast<uint32_t>(l)) +
+              " (expected nhd, hnd or split)");
 }
 
 KvLayout parse_layout(std::string_view name) {
@@ -40,7 +42,7 @@ void check_config(const KvCacheConfig& c) {
   if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
     bad("head_size", std::to_string(c.head_size), "a multiple of 16 from 16 to 256");
   if (c.dtype != DType::f16 && c.dtype != DType::bf16 && !is_fp8(c.dtype))
-    bad("dtype", std::string(dtype_name(c.dtype)), "f16, bf16, fp8_e4m3 or fp8_e5m2");
+    bad("dtype", detail::dtype_text(c.dtype), "f16, bf16, fp8_e4m3 or fp8_e5m2");
   if (c.layout != KvLayout::nhd && c.layout != KvLayout::hnd && c.layout != KvLayout::split)
     bad("layout", "KvLayout(" + std::to_string(static_cast<uint32_t>(c.layout)) + ")", "nhd, hnd or split");
   for (auto [name, s] : {std::pair{"k_scale", c.k_scale}, std::pair{"v_scale", c.v_scale}})

@@ -16,7 +16,7 @@ void check_view(std::string_view op, std::string_view name, const TensorView& v,
   if (std::find(dtypes.begin(), dtypes.end(), v.dtype) == dtypes.end()) {
     std::string list;
     for (DType t : dtypes) list += (list.empty() ? "" : ", ") + std::string(dtype_name(t));
-    throw Error(named(op, name) + " has dtype " + std::string(dtype_name(v.dtype)) + ", expected " + list);
+    throw Error(named(op, name) + " has dtype " + dtype_text(v.dtype) + ", expected " + list);
   }
   bool ok = v.shape.size() == shape.size() && (v.strides.empty() || v.strides.size() == v.shape.size());
   for (std::size_t d = 0; ok && d < shape.size(); ++d)
@@ -87,6 +87,15 @@ uint32_t to_u32(std::string_view op, std::string_view what, int64_t value) {
   if (value < 0 || value > std::numeric_limits<uint32_t>::max())
     throw Error(std::string(op) + ": " + std::string(what) + " = " + std::to_string(value) + " is out of range: expected 0 to 2^32-1");
   return static_cast<uint32_t>(value);
+}
+
+std::string dtype_text(DType t) {
+  switch (t) {
+    case DType::f16: case DType::bf16: case DType::f32: case DType::fp8_e4m3: case DType::fp8_e5m2:
+    case DType::i32: case DType::i64:
+      return std::string(dtype_name(t));
+  }
+  return "DType(" + std::to_string(static_cast<uint32_t>(t)) + ")";
 }
 
 }  // namespace vkattn::detail

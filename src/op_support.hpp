@@ -44,4 +44,8 @@ void check_apart(std::string_view op, std::span<const NamedView> outputs, std::s
 
 uint32_t to_u32(std::string_view op, std::string_view what, int64_t value);
 
+// A dtype for an error message: its name, or "DType(42)" for a value that is
+// none (dtype_name would throw, losing the message being built).
+std::string dtype_text(DType t);
+
 }  // namespace vkattn::detail

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "context_impl.hpp"
 #include "shader_registry.hpp"
@@ -117,8 +116,16 @@ std::string pipeline_cache_file(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string what = "pipeline cache file '" + path + "' (ContextOptions::pipeline_cache_path, VKATTN_PIPELINE_CACHE)";
   std::error_code ec;
-  const fs::path resolved = fs::weakly_canonical(fs::path(path), ec);
+  fs::path resolved = fs::weakly_canonical(fs::path(path), ec);
   if (ec) throw Error(what + " cannot be resolved: " + ec.message());
+  // weakly_canonical leaves a link to a file not created yet as it is: follow
+  // it to where the file will be made, so that the link stays a link.
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(resolved, ec)); ++hops) {
+    if (hops == 40) throw Error(what + " cannot be resolved: too many levels of symbolic links");
+    const fs::path target = fs::read_symlink(resolved, ec);
+    if (!ec) resolved = fs::weakly_canonical(resolved.parent_path() / target, ec);
+    if (ec) throw Error(what + " cannot be resolved: " + ec.message());
+  }
   const fs::file_status st = fs::status(resolved, ec);
   if (st.type() == fs::file_type::not_found) {
     if (!fs::is_directory(resolved.parent_path(), ec))
@@ -181,15 +188,29 @@ void Pipelines::save_file() const {
   std::vector<char> data(n);
   if (impl_.vk.vkGetPipelineCacheData(impl_.device, cache_, &n, data.data()) != VK_SUCCESS) return;
   // Written beside and renamed, so a concurrent reader never sees half a file.
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return;   // an unwritable cache only costs start-up time
-    out.write(data.data(), static_cast<std::streamsize>(n));
+  // The temporary file must be new (O_EXCL): whatever already has its name (a
+  // link planted in a shared directory, a FIFO, another Context's temporary
+  // file) is never opened: the next name is tried. An unwritable cache only
+  // costs start-up time.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    tmp = path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) return;
   }
+  if (fd < 0) return;
+  bool ok = true;
+  for (size_t done = 0; ok && done < n;) {
+    const ssize_t w = ::write(fd, data.data() + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    ok = w > 0;
+    if (ok) done += static_cast<size_t>(w);
+  }
+  ok = ::close(fd) == 0 && ok;   // a short file (disk full) must not replace a good one
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  if (ok) std::filesystem::rename(tmp, path, ec);
+  if (!ok || ec) std::filesystem::remove(tmp, ec);
 }
 
 VkDescriptorSetLayout Pipelines::set_layout(uint32_t bindings) {

@@ -62,8 +62,9 @@ class Pipelines {
 };
 
 // The pipeline cache file to use for `path` (ContextOptions::pipeline_cache_path):
-// `path` with symbolic links resolved. Throws vkattn::Error unless it names a
-// regular file or a file that does not exist yet in an existing directory.
+// `path` with symbolic links resolved (a link to a file not created yet
+// included). Throws vkattn::Error unless it names a regular file or a file
+// that does not exist yet in an existing directory.
 std::string pipeline_cache_file(const std::string& path);
 
 }  // namespace vkattn::detail

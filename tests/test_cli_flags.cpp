@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "cli/flags.hpp"
+#include "commands.hpp"
+#include "vk_test.hpp"
 
 namespace {
 
@@ -311,6 +313,25 @@ TEST(CliFlags, EditDistanceAndNearest) {
   EXPECT_EQ(nearest("hed-size", {"head-size", "num-tokens"}), std::optional<std::string>("head-size"));
   EXPECT_EQ(nearest("xyz", {"head-size", "num-tokens"}), std::nullopt);
   EXPECT_EQ(nearest("n", {"num-tokens", "num-heads"}), std::nullopt);
+}
+
+// --device becomes ContextOptions::device_index, an int: a larger value must
+// be refused, not wrapped (2^32 would open device 0, 2^31 the best device).
+TEST(CliDeviceFlag, OutOfIntRangeIsAUsageError) {
+  vkattn::test::ScopedUnsetEnv no_env_device("VKATTN_DEVICE");
+  for (const char* value : {"2147483648", "4294967296"}) {
+    Flags f("vkattn info", "");
+    vkattn::tool::DeviceFlags dev(f);
+    EXPECT_EQ(error_of(f, {"--device", value}),
+              std::string("--device: ") + value + " is above the maximum 2147483647");
+  }
+  Flags f("vkattn info", "");
+  vkattn::tool::DeviceFlags dev(f);
+  EXPECT_EQ(error_of(f, {"--device", "-2"}), "--device: -2 is below the minimum -1");
+  EXPECT_EQ(error_of(f, {"--device", "2147483647"}), "");
+  EXPECT_EQ(dev.options().device_index, 2147483647);
+  EXPECT_EQ(error_of(f, {"--device", "-1"}), "");
+  EXPECT_EQ(dev.options().device_index, -1);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "runners/write_kv_cache_runner.hpp"
 #include "vk_test.hpp"
@@ -83,6 +84,34 @@ TEST(ContextDevice, AnIndexOutOfRangeListsTheDevices) {
   auto opts = test_options();
   opts.device_index = 99;
   EXPECT_VKATTN_ERROR(Context{opts}, "device index 99 is out of range", "0: ");
+}
+
+TEST(ContextDevice, ANegativeIndexOtherThanMinusOneIsRefused) {
+  // -1 picks the best device; any other negative value (e.g. 2^31 wrapped
+  // into an int) is a mistake, not a request for the best device.
+  ScopedUnsetEnv no_env_device("VKATTN_DEVICE");
+  for (int index : {-2, std::numeric_limits<int>::min()}) {
+    auto opts = test_options();
+    opts.device_index = index;
+    const std::string what = "device_index = " + std::to_string(index);
+    EXPECT_VKATTN_ERROR(Context{opts}, what.c_str(), "expected -1");
+  }
+}
+
+TEST(ContextEnvironment, DeviceIndexMustBeExactlyANumberInRange) {
+  ScopedUnsetEnv keep_device("VKATTN_DEVICE");
+  for (const char* text : {"2147483648", "4294967296", "18446744073709551616", "-1", "-0", "+1", " 1", "1 ", "0x1", ""}) {
+    setenv("VKATTN_DEVICE", text, 1);
+    if (!*text) {   // unset in effect: the option stays
+      EXPECT_EQ(ContextOptions{}.with_environment().device_index, -1);
+      continue;
+    }
+    const std::string what = "VKATTN_DEVICE='" + std::string(text) + "'";
+    EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), what.c_str(), "is not a device index");
+  }
+  setenv("VKATTN_DEVICE", "2147483647", 1);
+  EXPECT_EQ(ContextOptions{}.with_environment().device_index, 2147483647);
+  unsetenv("VKATTN_DEVICE");
 }
 
 TEST_F(ContextTest, AdoptedDeviceIsUsedAndNeverDestroyed) {

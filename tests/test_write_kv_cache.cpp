@@ -116,7 +116,7 @@ TEST_F(WriteKvCache, SaturatesOutOfRangeValues) {
 TEST_F(WriteKvCache, EveryTokenPaddingWritesNothing) {
   auto c = small_case(DType::bf16, KvLayout::nhd, DType::bf16, DType::i32, 5);
   c.num_tokens = 6;
-  c.padding_tokens = 200;   // every token gets slot -1 (with high probability all 6)
+  c.padding_tokens = 200;   // more than the tokens: every one of the 6 gets slot -1
   auto r = tool::run_write_kv_cache(ctx(), c);
   EXPECT_TRUE(r.pass) << r.failure;
 }

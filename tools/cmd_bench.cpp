@@ -1,6 +1,12 @@
 #include <vkattn/vkattn.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -30,6 +36,28 @@ void write_file(const std::string& path, Writer&& w) {
   w(out);
   if (!out) throw Error("writing '" + path + "' failed");
   std::cerr << "wrote " << path << "\n";
+}
+
+// Refuses, before anything runs, an output file that write_file could not
+// write at the end: a directory, or a file that cannot be opened or created
+// (created here only to see that it can be, then removed). Devices and pipes
+// (/dev/stdout, a shell's >(...)) are left alone: opening them would consume
+// the reader's end.
+void check_writable(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const std::string what = "--" + flag + ": cannot write '" + path + "': ";
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::directory) throw cli::UsageError(what + "it is a directory");
+  const bool exists = st.type() != fs::file_type::not_found;
+  if (exists && ec) throw cli::UsageError(what + ec.message());
+  if (exists && st.type() != fs::file_type::regular) return;
+  const int fd = exists ? ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC)
+                        : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw cli::UsageError(what + std::strerror(errno));
+  ::close(fd);
+  if (!exists) ::unlink(path.c_str());
 }
 
 std::string suite_list() {
@@ -72,6 +100,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   } catch (const std::regex_error& e) {
     throw cli::UsageError("--filter: '" + filter + "' is not a regular expression (" + e.what() + ")");
   }
+  check_writable("json", json);
+  check_writable("csv", csv);
+  check_writable("plot", plot);
 
   Context ctx(dev.options());
   MeasureOptions mo;

@@ -1,6 +1,7 @@
 #include <vkattn/vkattn.hpp>
 
 #include <iostream>
+#include <limits>
 
 #include "commands.hpp"
 
@@ -9,7 +10,10 @@ namespace vkattn::tool {
 DeviceFlags::DeviceFlags(cli::Flags& f)
     : path(f.add_choice("path", "auto", {"auto", "scalar", "coopmat", "coopmat2"},
                         "kernel path (auto: the best the device has; also VKATTN_PATH)")),
-      device(f.add_int("device", -1, "device index (-1: best; also VKATTN_DEVICE)", -1)),
+      // Bounded to int: ContextOptions::device_index is one, and a larger value
+      // would wrap to another device (2^32 to 0) instead of being refused.
+      device(f.add_int("device", -1, "device index (-1: best; also VKATTN_DEVICE)", -1,
+                       std::numeric_limits<int>::max())),
       validation(f.add_bool("validation", false, "enable the Vulkan validation layers (also VKATTN_VALIDATION=1)")) {}
 
 ContextOptions DeviceFlags::options() const {

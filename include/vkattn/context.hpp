@@ -36,7 +36,8 @@ struct ContextOptions {
   // path the device lacks is an error. Environment: VKATTN_PATH=scalar|coopmat|coopmat2.
   std::optional<Path> force_path;
   // Index into vkEnumeratePhysicalDevices; -1 picks the best (discrete GPU first,
-  // then integrated, virtual, CPU). Environment: VKATTN_DEVICE=N.
+  // then integrated, virtual, CPU); any other negative value is an error.
+  // Environment: VKATTN_DEVICE=N.
   int device_index = -1;
   // Enable VK_LAYER_KHRONOS_validation when installed and report its errors
   // (see Context::validation_messages). Environment: VKATTN_VALIDATION=1.

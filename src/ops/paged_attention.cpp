@@ -58,7 +58,7 @@ void check_shapes(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype) {
   if (num_q_heads / c.num_kv_heads > 256)
     fail("num_q_heads / num_kv_heads = " + std::to_string(num_q_heads / c.num_kv_heads) + " is not supported: expected at most 256");
   if (q_dtype != DType::f16 && q_dtype != DType::bf16)
-    fail("q dtype " + std::string(dtype_name(q_dtype)) + " is not supported: expected f16 or bf16");
+    fail("q dtype " + dtype_text(q_dtype) + " is not supported: expected f16 or bf16");
   if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
     fail("the cache's head_size = " + std::to_string(c.head_size) + " is not supported: expected a multiple of 16 up to 256");
 }
@@ -133,7 +133,7 @@ const Pipeline& reduce_pipeline(ContextImpl& impl, const abi::PagedAttentionRedu
 void check_variant(const PagedAttentionVariant& v) {
   switch (v.out_dtype) {
     case DType::f16: case DType::bf16: case DType::f32: case DType::fp8_e4m3: case DType::fp8_e5m2: return;
-    default: fail("out dtype " + std::string(dtype_name(v.out_dtype)) + " is not supported: expected f16, bf16, f32, fp8_e4m3 or fp8_e5m2");
+    default: fail("out dtype " + dtype_text(v.out_dtype) + " is not supported: expected f16, bf16, f32, fp8_e4m3 or fp8_e5m2");
   }
 }
 

@@ -30,7 +30,17 @@ WriteKvCacheFlags::WriteKvCacheFlags(cli::Flags& f)
       amplitude_(f.add_double("amplitude", 4.0, "inputs are uniform in [-a, a]", 0.0)),
       seed_(f.add_int("seed", 1, "random seed", 0)) {}
 
+void check_tokens_fit(uint64_t num_tokens, uint64_t padding_tokens, uint64_t num_slots) {
+  const uint64_t real = num_tokens - std::min(padding_tokens, num_tokens);
+  if (real > num_slots)
+    throw cli::UsageError("write-kv-cache: " + std::to_string(num_tokens) + " tokens with " +
+                          std::to_string(padding_tokens) + " padding leave " + std::to_string(real) +
+                          " tokens that each need a slot of their own, but the cache has only " + std::to_string(num_slots) +
+                          " (--num-blocks x --block-size): use fewer tokens, more padding or a larger cache");
+}
+
 WriteKvCacheCase WriteKvCacheFlags::apply() const {
+  check_tokens_fit(uint64_t(tokens_), uint64_t(padding_), uint64_t(blocks_) * uint64_t(block_size_));   // before the device opens
   WriteKvCacheCase c;
   c.num_tokens = static_cast<uint32_t>(tokens_);
   c.padding_tokens = static_cast<uint32_t>(padding_);
@@ -58,22 +68,24 @@ ref::ElemType ref_type(DType t) { return ref::elem_type(dtype_name(t)); }
 
 RunResult run_write_kv_cache(Context& ctx, const WriteKvCacheCase& c) {
   const KvCacheConfig& cfg = c.cache;
-  PagedKvCache cache(ctx, cfg);
   const uint32_t n = c.num_tokens, H = cfg.num_kv_heads, D = cfg.head_size;
-  if (uint64_t(n) > cache.num_slots() + c.padding_tokens)
-    throw Error("write-kv-cache: " + std::to_string(n) + " tokens do not fit " + std::to_string(cache.num_slots()) +
-                " slots plus " + std::to_string(c.padding_tokens) + " padding tokens");
+  const uint32_t padding = std::min(c.padding_tokens, n);
+  check_tokens_fit(n, c.padding_tokens, uint64_t(cfg.num_blocks) * cfg.block_size);
+  PagedKvCache cache(ctx, cfg);
   ref::Rng rng(c.seed);
 
   // Inputs as the kernel will read them (already rounded to the input dtype).
   const ref::ElemType in_t = ref_type(c.input_dtype);
   std::vector<double> key = ref::round_to(in_t, ref::random_values(rng, size_t(n) * H * D, c.amplitude));
   std::vector<double> value = ref::round_to(in_t, ref::random_values(rng, size_t(n) * H * D, c.amplitude));
-  // Distinct random slots, with padding tokens (-1) at random positions.
+  // Exactly `padding` tokens (-1) at distinct random positions; the others
+  // get distinct random slots, of which there are enough (check_tokens_fit).
   std::vector<uint32_t> perm = ref::random_permutation(rng, static_cast<uint32_t>(cache.num_slots()));
+  std::vector<uint32_t> positions = ref::random_permutation(rng, n);
+  std::vector<bool> is_padding(n, false);
+  for (uint32_t p = 0; p < padding; ++p) is_padding[positions[p]] = true;
   std::vector<int64_t> slots(n);
-  for (uint32_t i = 0; i < n; ++i) slots[i] = perm[i];
-  for (uint32_t p = 0; p < std::min(c.padding_tokens, n); ++p) slots[rng.below(n)] = -1;
+  for (uint32_t i = 0, next = 0; i < n; ++i) slots[i] = is_padding[i] ? int64_t(-1) : int64_t(perm[next++]);
 
   // Lay the rows out with the requested padding and offset (poison in the gaps).
   const size_t row = size_t(H) * D, stride = row + c.row_padding, esz = dtype_size(c.input_dtype);
@@ -175,7 +187,7 @@ RunResult run_write_kv_cache(Context& ctx, const WriteKvCacheCase& c) {
   }
   r.bytes = 2.0 * n * H * D * (dtype_size(c.input_dtype) + es) + double(n) * slot_size;
   std::ostringstream s;
-  s << "write_kv_cache: " << n << " tokens (" << std::min(c.padding_tokens, n) << " padding) x " << H << " heads x " << D
+  s << "write_kv_cache: " << n << " tokens (" << padding << " padding) x " << H << " heads x " << D
     << ", " << dtype_name(c.input_dtype) << " -> " << dtype_name(cfg.dtype) << " cache, layout "
     << layout_name(cfg.layout) << ", " << cfg.num_blocks << " blocks of " << cfg.block_size << ", slots "
     << dtype_name(c.slot_dtype) << ", seed " << c.seed;

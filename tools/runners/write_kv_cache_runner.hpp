@@ -45,6 +45,10 @@ class WriteKvCacheFlags {
   int64_t& seed_;
 };
 
+// Throws cli::UsageError unless the tokens that are not padding (each written
+// to a slot of its own) fit the cache's slots.
+void check_tokens_fit(uint64_t num_tokens, uint64_t padding_tokens, uint64_t num_slots);
+
 RunResult run_write_kv_cache(Context& ctx, const WriteKvCacheCase& c);
 
 }  // namespace vkattn::tool
