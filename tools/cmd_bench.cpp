@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "bench/ceilings.hpp"
+#include "bench/serve_bench.hpp"
 #include "bench/suites.hpp"
 #include "commands.hpp"
 #include "report/bench_report.hpp"
@@ -92,6 +93,19 @@ int cmd_bench(const std::vector<std::string>& args) {
   auto& repeat = f.add_int("repeat", 30, "at least N timed repetitions per case", 1, 100000);
   auto& min_time = f.add_double("min-time", 0.05, "at least this many seconds of GPU time per case", 0.0, 600.0);
   auto& quick = f.add_bool("quick", false, "small sizes (CPU devices, smoke tests)");
+  const bool serve = suite->name == "serve";
+  ServeOptions so;
+  bool* host_only = nullptr;
+  std::vector<int64_t>* batches = nullptr;
+  int64_t *layers = nullptr, *context = nullptr, *chunk = nullptr, *steps = nullptr;
+  if (serve) {
+    host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");
+    batches = &f.add_int_list("batch", {1, 16, 64, 256}, "decoding sequences per step", 1, 4096);
+    layers = &f.add_int("layers", 32, "attention layers per step", 1, 1024);
+    context = &f.add_int("context", 4096, "context of every sequence at the start", 1, 1 << 20);
+    chunk = &f.add_int("prefill-chunk", 256, "tokens of prefill in every step of the mixed cases", 1, 1 << 16);
+    steps = &f.add_int("steps", 20, "timed steps per case", 1, 100000);
+  }
   f.parse(std::vector<std::string>(args.begin() + 1, args.end()));
   if (f.help_requested()) { std::cout << f.help(); return 0; }
   std::regex re;
@@ -121,8 +135,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   meta.timestamp = utc_now();
 
   std::vector<report::BenchCase> results;
-  // Every suite measures the ceilings in the same run; the ceilings suite is just them.
-  std::vector<BenchOp> ceilings = suite->name == "ceilings" ? std::vector<BenchOp>{} : ceiling_ops(ctx, quick);
+  // Every suite measures the ceilings in the same run; the ceilings suite is
+  // just them, and host-only serving needs none.
+  const bool no_ceilings = suite->name == "ceilings" || (serve && *host_only);
+  std::vector<BenchOp> ceilings = no_ceilings ? std::vector<BenchOp>{} : ceiling_ops(ctx, quick);
   report::Progress progress(ceilings.size(), "bench " + suite->name);
   auto absorb = [&](const report::BenchCase& c) { absorb_ceiling(meta.ceilings, c); };
   for (auto& op : ceilings) {
@@ -130,7 +146,19 @@ int cmd_bench(const std::vector<std::string>& args) {
     measure(ctx, op, mo);
     absorb(op.info);
   }
-  std::vector<BenchOp> ops = suite->cases(ctx, quick);
+  if (serve) {
+    so.quick = quick;
+    so.host_only = *host_only;
+    so.batches = *batches;
+    so.layers = static_cast<uint32_t>(*layers);
+    so.context = static_cast<uint32_t>(*context);
+    so.prefill_chunk = static_cast<uint32_t>(*chunk);
+    so.steps = static_cast<uint32_t>(*steps);
+    so.filter = filter;
+    so.before_timing = mo.before_timing;
+    results = serve_cases(ctx, so);
+  }
+  std::vector<BenchOp> ops = serve ? std::vector<BenchOp>{} : suite->cases(ctx, quick);
   for (auto& op : ops) {
     if (!std::regex_search(op.info.name, re)) continue;
     progress.step(op.info.name);
@@ -152,6 +180,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (results.empty()) throw cli::UsageError("--filter '" + filter + "' matches no case of suite " + suite->name);
 
   report::write_table(std::cout, meta, results);
+  if (serve) write_serve_table(std::cout, results, so.host_only);
   if (!json.empty()) write_file(json, [&](std::ostream& o) { report::write_json(o, meta, results); });
   if (!csv.empty()) write_file(csv, [&](std::ostream& o) { report::write_csv(o, meta, results); });
   if (!plot.empty()) write_file(plot, [&](std::ostream& o) { report::write_svg(o, meta, results, suite->metric); });

@@ -28,5 +28,8 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
                     const TensorView& slot_mapping, VkCommandBuffer cmd);
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                     const TensorView& slot_mapping);
+// Creates, before the first step, the pipelines write_kv_cache needs for a
+// cache and these input and slot dtypes.
+void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType input, DType slots);
 
 }  // namespace vkattn

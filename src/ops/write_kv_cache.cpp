@@ -14,7 +14,31 @@ using namespace detail;
 namespace {
 constexpr std::string_view kOp = "write_kv_cache";
 using abi::WriteKvCachePush;
+
+const Pipeline& pipeline(ContextImpl& impl, Path path, const KvCacheConfig& c, DType input, DType slots, bool vector_loads) {
+  abi::WriteKvCacheSpec spec;
+  spec.WKV_NUM_KV_HEADS = c.num_kv_heads;
+  spec.WKV_HEAD_SIZE = c.head_size;
+  spec.WKV_BLOCK_SIZE = c.block_size;
+  spec.WKV_LAYOUT = static_cast<uint32_t>(c.layout);
+  spec.WKV_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
+  spec.WKV_INPUT_DTYPE = static_cast<uint32_t>(input);
+  spec.WKV_SLOT_DTYPE = static_cast<uint32_t>(slots);
+  const uint32_t groups = c.num_kv_heads * c.head_size / 8;   // invocations' worth of work per token
+  spec.WKV_WORKGROUP_SIZE = groups >= 128 ? 128 : groups >= 64 ? 64 : 32;
+  spec.WKV_VECTOR_LOADS = vector_loads ? 1 : 0;
+  return impl.pipelines->get({kOp, path, spec_words(spec), 4, sizeof(WriteKvCachePush)});
+}
 }  // namespace
+
+void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType input, DType slots) {
+  auto& impl = ctx.impl();
+  if (input != DType::f16 && input != DType::bf16 && input != DType::f32)
+    throw Error("write_kv_cache: input dtype " + dtype_text(input) + " is not supported: expected f16, bf16 or f32");
+  if (slots != DType::i32 && slots != DType::i64)
+    throw Error("write_kv_cache: slot dtype " + dtype_text(slots) + " is not supported: expected i32 or i64");
+  for (bool vector_loads : {true, false}) pipeline(impl, ctx.path_for(kOp), cache, input, slots, vector_loads);
+}
 
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                     const TensorView& slot_mapping, VkCommandBuffer cmd) {
@@ -36,24 +60,12 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
   BoundView k = bind_view(impl, key, kOp, "key");
   BoundView v = bind_view(impl, value, kOp, "value");
   BoundView s = bind_view(impl, slot_mapping, kOp, "slot_mapping");
-  abi::WriteKvCacheSpec spec;
-  spec.WKV_NUM_KV_HEADS = c.num_kv_heads;
-  spec.WKV_HEAD_SIZE = c.head_size;
-  spec.WKV_BLOCK_SIZE = c.block_size;
-  spec.WKV_LAYOUT = static_cast<uint32_t>(c.layout);
-  spec.WKV_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
-  spec.WKV_INPUT_DTYPE = static_cast<uint32_t>(key.dtype);
-  spec.WKV_SLOT_DTYPE = static_cast<uint32_t>(slot_mapping.dtype);
-  const uint32_t groups = c.num_kv_heads * c.head_size / 8;   // invocations' worth of work per token
-  spec.WKV_WORKGROUP_SIZE = groups >= 128 ? 128 : groups >= 64 ? 64 : 32;
   // 16-byte loads need every row of 8 elements to start on a 16-byte word of the binding.
   const uint32_t vec_elems = 16 / static_cast<uint32_t>(dtype_size(key.dtype));
   auto aligned = [&](const BoundView& b, const TensorView& t) {
     return b.element_offset % vec_elems == 0 && t.stride(0) % vec_elems == 0 && t.stride(1) % vec_elems == 0;
   };
-  spec.WKV_VECTOR_LOADS = aligned(k, key) && aligned(v, value) ? 1 : 0;
-  const Pipeline& p = impl.pipelines->get({kOp, ctx.path_for(kOp), spec_words(spec), 4, sizeof(WriteKvCachePush)});
-
+  const Pipeline& p = pipeline(impl, ctx.path_for(kOp), c, key.dtype, slot_mapping.dtype, aligned(k, key) && aligned(v, value));
   Grid grid = fold_grid(impl, static_cast<uint64_t>(n), kOp);
   WriteKvCachePush push{};
   push.chunk_table_address = cache.chunk_table_address();

@@ -14,6 +14,8 @@ const std::vector<Suite>& suites() {
        write_kv_cache_cases},
       {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 cache; one varlen batch",
        "GB/s", decode_cases},
+      {"serve", "a 32-layer serving loop (write_kv_cache + paged_attention per layer), planned and replayed: host and GPU per step",
+       "GB/s", nullptr},
   };
   return all;
 }

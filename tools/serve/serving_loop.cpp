@@ -302,6 +302,7 @@ ServingLoop::ServingLoop(Context& ctx, const ServeConfig& config, PFN_vkGetInsta
   // Warm-up: every pipeline any step may use, before the first step.
   const PagedAttentionVariant plain{};
   prepare_paged_attention(ctx, s.cache_cfg, c.num_q_heads, DType::f16, {&plain, 1});
+  prepare_write_kv_cache(ctx, s.cache_cfg, DType::f16, DType::i64);
 
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -370,8 +371,9 @@ StepTimes ServingLoop::step() {
     t.record_us = us_since(r0);
     cmd = s.normal_cmd;
   }
-  s.submit(cmd);
+  if (s.cfg.submit) s.submit(cmd);
   t.host_us = us_since(start);
+  if (!s.cfg.submit && !s.cfg.replay) check(s.vk.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
   return t;
 }
 

@@ -40,6 +40,10 @@ struct ServeConfig {
   // Fill the caches at all (host-only timing on a CPU device skips it).
   bool fill_caches = true;
   bool gpu_timing = true;        // timestamps around every step
+  // Submit the steps. Without: every step is planned and recorded, then its
+  // command buffer reset (host costs alone, e.g. of large batches on a CPU
+  // device that would take minutes to run them).
+  bool submit = true;
   uint64_t cache_budget_bytes = 0;   // 0: 70% of the device's memory
   uint64_t seed = 1;
 };
