@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -160,10 +161,11 @@ Pipelines::Pipelines(ContextImpl& impl) : impl_(impl) {
 
 Pipelines::~Pipelines() {
   const auto& vk = impl_.vk;
-  for (auto& [k, p] : pipelines_) {
-    vk.vkDestroyPipeline(impl_.device, p.pipeline, nullptr);
-    vk.vkDestroyPipelineLayout(impl_.device, p.layout, nullptr);
-  }
+  for (auto& [hash, bucket] : pipelines_)
+    for (auto& e : bucket) {
+      vk.vkDestroyPipeline(impl_.device, e->pipeline.pipeline, nullptr);
+      vk.vkDestroyPipelineLayout(impl_.device, e->pipeline.layout, nullptr);
+    }
   for (auto& [n, l] : set_layouts_) vk.vkDestroyDescriptorSetLayout(impl_.device, l, nullptr);
   for (auto& [n, m] : modules_) vk.vkDestroyShaderModule(impl_.device, m, nullptr);
   vk.vkDestroyPipelineCache(impl_.device, cache_, nullptr);
@@ -246,13 +248,35 @@ VkShaderModule Pipelines::shader_module(std::string_view kernel, std::string_vie
   return module;
 }
 
+namespace {
+
+// FNV-1a (a word at a time) over everything that makes a pipeline.
+uint64_t request_hash(const PipelineRequest& r) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+  for (char c : r.kernel) mix(static_cast<unsigned char>(c));
+  mix(static_cast<uint32_t>(r.path));
+  mix(r.bindings);
+  mix(r.push_size);
+  mix(r.required_subgroup_size);
+  for (uint32_t w : r.spec) mix(w);
+  return h;
+}
+
+}  // namespace
+
+bool Pipelines::Entry::matches(const PipelineRequest& r) const {
+  return kernel == r.kernel && path == static_cast<uint32_t>(r.path) && bindings == r.bindings &&
+         push_size == r.push_size && subgroup_size == r.required_subgroup_size &&
+         std::equal(spec.begin(), spec.end(), r.spec.begin(), r.spec.end());
+}
+
 const Pipeline& Pipelines::get(const PipelineRequest& r) {
-  auto key = std::make_tuple(std::string(r.kernel), static_cast<uint32_t>(r.path),
-                             std::vector<uint32_t>(r.spec.begin(), r.spec.end()), r.bindings, r.push_size,
-                             r.required_subgroup_size);
+  const uint64_t hash = request_hash(r);
   std::lock_guard lock(mutex_);
-  auto it = pipelines_.find(key);
-  if (it != pipelines_.end()) return it->second;
+  auto& bucket = pipelines_[hash];
+  for (const auto& e : bucket)
+    if (e->matches(r)) return e->pipeline;
 
   Pipeline p;
   p.bindings = r.bindings;
@@ -294,7 +318,10 @@ const Pipeline& Pipelines::get(const PipelineRequest& r) {
   }
   if (stats) print_pipeline_stats(impl_, p.pipeline, std::string(r.kernel) + " (" + p.module_path + ")");
   ++created_;
-  return pipelines_.emplace(std::move(key), std::move(p)).first->second;
+  bucket.push_back(std::make_unique<Entry>(Entry{std::string(r.kernel), std::vector<uint32_t>(r.spec.begin(), r.spec.end()),
+                                                 static_cast<uint32_t>(r.path), r.bindings, r.push_size,
+                                                 r.required_subgroup_size, p}));
+  return bucket.back()->pipeline;
 }
 
 }  // namespace vkattn::detail

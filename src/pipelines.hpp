@@ -9,7 +9,7 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "vk.hpp"
@@ -53,7 +53,16 @@ class Pipelines {
   VkShaderModule shader_module(std::string_view kernel, std::string_view path, std::string* used_path);
   ContextImpl& impl_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  std::map<std::tuple<std::string, uint32_t, std::vector<uint32_t>, uint32_t, uint32_t, uint32_t>, Pipeline> pipelines_;
+  // Looked up on every recorded dispatch, so without allocating: by a hash
+  // of the request, every entry of a bucket compared in full.
+  struct Entry {
+    std::string kernel;
+    std::vector<uint32_t> spec;
+    uint32_t path, bindings, push_size, subgroup_size;
+    Pipeline pipeline;
+    bool matches(const PipelineRequest& r) const;
+  };
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> pipelines_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<std::string, VkShaderModule> modules_;
   std::size_t created_ = 0;

@@ -116,13 +116,28 @@ struct ServingLoop::State {
     return a;
   }
 
+  // The views of every layer for both kinds of step, made once, as an engine keeps its tensors.
+  struct LayerViews {
+    TensorView k, v, slots;
+    PagedAttentionArgs attention;
+  };
+  std::vector<LayerViews> views[2];
+
+  void make_views() {
+    for (bool mixed : {false, true}) {
+      const int64_t T = tokens(mixed), Hkv = cfg.num_kv_heads, D = cfg.head_size;
+      for (uint32_t l = 0; l < cfg.layers; ++l)
+        views[mixed].push_back({TensorView::contiguous(k, DType::f16, {T, Hkv, D}), TensorView::contiguous(v, DType::f16, {T, Hkv, D}),
+                                TensorView::contiguous(meta, DType::i64, {T}, layout.slots * 4), args(mixed, l)});
+    }
+  }
+
   void record_layer(VkCommandBuffer cmd, const PagedAttentionPlan& p, bool mixed, uint32_t layer) {
-    const int64_t T = tokens(mixed), Hkv = cfg.num_kv_heads, D = cfg.head_size;
     PagedKvCache& cache = *caches[layer % caches.size()];
-    write_kv_cache(ctx, cache, TensorView::contiguous(k, DType::f16, {T, Hkv, D}), TensorView::contiguous(v, DType::f16, {T, Hkv, D}),
-                   TensorView::contiguous(meta, DType::i64, {T}, layout.slots * 4), cmd);
+    const LayerViews& lv = views[mixed][layer];
+    write_kv_cache(ctx, cache, lv.k, lv.v, lv.slots, cmd);
     barrier(cmd);   // the new tokens are in the cache before attention reads them
-    paged_attention(ctx, p, cache, args(mixed, layer), cmd);
+    paged_attention(ctx, p, cache, lv.attention, cmd);
     barrier(cmd);   // as the next layer would read this one's output
   }
 
@@ -298,6 +313,7 @@ ServingLoop::ServingLoop(Context& ctx, const ServeConfig& config, PFN_vkGetInsta
   std::memset(s.v.mapped(), 0x2E, s.v.size());
   s.out = Buffer(ctx, uint64_t(c.layers) * T * c.num_q_heads * c.head_size * 2);
   s.workspace = Buffer(ctx, kDefaultPagedAttentionWorkspaceBytes);
+  s.make_views();
 
   // Warm-up: every pipeline any step may use, before the first step.
   const PagedAttentionVariant plain{};
@@ -395,19 +411,17 @@ double ServingLoop::layer_us(uint32_t repetitions) {
   return median_time_us(
       s.ctx,
       [&, rep = 0u](VkCommandBuffer cmd) mutable {
-        const int64_t T = s.tokens(mixed), Hkv = s.cfg.num_kv_heads, D = s.cfg.head_size;
         // Only the cache differs between layers; take them in turn.
         const uint32_t layer = rep++ % static_cast<uint32_t>(s.caches.size());
         PagedKvCache& cache = *s.caches[layer];
-        write_kv_cache(s.ctx, cache, TensorView::contiguous(s.k, DType::f16, {T, Hkv, D}),
-                       TensorView::contiguous(s.v, DType::f16, {T, Hkv, D}),
-                       TensorView::contiguous(s.meta, DType::i64, {T}, s.layout.slots * 4), cmd);
+        const auto& lv = s.views[mixed][layer];
+        write_kv_cache(s.ctx, cache, lv.k, lv.v, lv.slots, cmd);
         VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
         mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
         mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
         s.ctx.impl().vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                             0, 1, &mb, 0, nullptr, 0, nullptr);
-        paged_attention(s.ctx, p, cache, s.args(mixed, layer), cmd);
+        paged_attention(s.ctx, p, cache, lv.attention, cmd);
       },
       repetitions, 1e12);
 }
