@@ -158,7 +158,12 @@ void main() {
     for (uint e = tid; e < BM * D; e += WG) {
       const uint r = e / D, d = e % D;
       float acc = Os[e] * row_alpha[r];
-      for (uint j = 0; j < BN; ++j) acc += Ss[r * BN + j] * KVs[j * DP + d];
+      // A key the row cannot see (P = 0) adds nothing, whatever its V:
+      // 0 * NaN or 0 * Inf would be NaN.
+      for (uint j = 0; j < BN; ++j) {
+        const float p = Ss[r * BN + j];
+        acc += p == 0.0 ? 0.0 : p * KVs[j * DP + d];
+      }
       Os[e] = acc;
     }
     barrier();   // P V is done with the V tile and P before the next tile lands

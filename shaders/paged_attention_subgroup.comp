@@ -22,6 +22,13 @@
 // bits, which P = 0 would not cancel). fp8 values are exact in f16; k_scale
 // and v_scale apply in f32.
 //
+// A value a row cannot see must not reach it, but a matrix product computes
+// P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. So when a
+// tile's V holds a non-finite value (one subgroupAny per tile tells), each
+// such element is replaced by 0 in the staged tile and its class (+Inf,
+// -Inf, NaN) is recorded for every row whose P for that key is not 0; those
+// rows' outputs take it at the end (poison_*).
+//
 // The coopmat2 module is this same code (a coopmat2 device has the KHR
 // matrices): whole-workgroup matrices need workgroup barriers per tile and
 // waste most of a 16-row matrix on 4-row decode tiles (an earlier kernel built
@@ -104,6 +111,10 @@ shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float final_m[16], final_l[16];
+// Non-finite V values each row saw, 2 bits per (row, dim): 1 +Inf, 2 -Inf,
+// 3 NaN (both infinities make NaN).
+const uint POISON_WORDS = (PA_BM * PA_HEAD_SIZE + 15u) / 16u;
+shared uint poison[POISON_WORDS];
 shared int row_qpos[16];
 
 // Orders this subgroup's shared-memory accesses across its lanes. Shared
@@ -152,8 +163,15 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
   }
 }
 
-// Writes loaded pieces as f16 into this subgroup's part of `stage`.
-void store_pieces(uvec4 raw[8], uint first, uint warp) {
+// Whether any of the eight f16 values in w is Inf or NaN (exponent all ones).
+bool nonfinite_halves(uvec4 w) {
+  return any(equal(w & 0x7C00u, uvec4(0x7C00u))) || any(equal(w & 0x7C000000u, uvec4(0x7C000000u)));
+}
+
+// Writes loaded pieces as f16 into this subgroup's part of `stage`; returns
+// whether any of them holds a non-finite value.
+bool store_pieces(uvec4 raw[8], uint first, uint warp) {
+  bool bad = false;
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= 2u * D) continue;
@@ -163,25 +181,63 @@ void store_pieces(uvec4 raw[8], uint first, uint warp) {
       pa_decode_raw8(raw[i], 1.0, x);
       [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
     }
+    bad = bad || nonfinite_halves(h);
     stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
   }
+  return bad;
+}
+
+// The rare path of a V tile with non-finite values (see the top): this
+// lane's pieces lose them, and the rows whose P sees their key record them.
+void poison_rows(uint warp) {
+  for (uint i = 0; i < PPL; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;
+    if (c >= 2u * D) continue;
+    const uint j = c / (D / 8u), d0 = (c % (D / 8u)) * 8u;
+    const uint at = warp * TILE_VEC4 + j * ROW_VEC4 + c % (D / 8u);
+    uvec4 w = stage[at];
+    if (!nonfinite_halves(w)) continue;
+    for (uint e = 0; e < 8u; ++e) {
+      const uint shift = 16u * (e % 2u);
+      const uint h = (w[e / 2u] >> shift) & 0xFFFFu;
+      if ((h & 0x7C00u) != 0x7C00u) continue;
+      const uint cls = (h & 0x3FFu) != 0u ? 3u : (h & 0x8000u) != 0u ? 2u : 1u;
+      for (uint r = 0; r < BM; ++r) {
+        if (p_tile[warp * ST + r * 16u + j] == float16_t(0.0)) continue;
+        const uint bit = r * D + d0 + e;
+        atomicOr(poison[bit / 16u], cls << (2u * (bit % 16u)));
+      }
+      w[e / 2u] &= ~(0xFFFFu << shift);
+    }
+    stage[at] = w;
+  }
+}
+
+// An output element with the non-finite values its row saw, if any.
+float poisoned(float o, uint r, uint d) {
+  const uint bit = r * D + d;
+  const uint cls = (poison[bit / 16u] >> (2u * (bit % 16u))) & 3u;
+  return cls == 0u ? o : cls == 3u ? uintBitsToFloat(0x7FC00000u) : cls == 1u ? uintBitsToFloat(0x7F800000u) : uintBitsToFloat(0xFF800000u);
 }
 
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
 // `stage` one at a time, where used, so that few registers hold them.
-void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
+// Returns whether this lane staged a non-finite value.
+bool stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
+  bool bad = false;
   if (PREFETCH) {
-    store_pieces(raw, 0u, warp);
+    bad = store_pieces(raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      store_pieces(now, g, warp);
+      bad = store_pieces(now, g, warp) || bad;
     }
   }
   subgroup_sync();
+  return bad;
 }
 
 void main() {
@@ -202,6 +258,7 @@ void main() {
   load_tile_entries(it, 0u, a0, num_tiles, warp);
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
+  for (uint i = tid; i < POISON_WORDS; i += PA_WORKGROUP_SIZE) poison[i] = 0u;
   for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
     // bf16 runs the scalar module; f16 bits go in unchanged.
@@ -237,7 +294,7 @@ void main() {
       s = coopMatMulAdd(ka, qb, s);
     }
     coopMatStore(s, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
-    stage_tile(it, k0, entry, true, vraw, warp);
+    const bool v_nonfinite = stage_tile(it, k0, entry, true, vraw, warp);
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
@@ -272,6 +329,10 @@ void main() {
     // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
+    if (subgroupAny(v_nonfinite)) {
+      poison_rows(warp);
+      subgroup_sync();
+    }
 
     MatB pb;   // P^T: keys x rows
     coopMatLoad(pb, p_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);
@@ -317,7 +378,7 @@ void main() {
     for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
       float o = 0.0;
       for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
-      pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
+      pa_write_result(done, e / D, e % D, poisoned(o, e / D, e % D), final_m[e / D], final_l[e / D]);
     }
     return;
   }
@@ -336,5 +397,6 @@ void main() {
     barrier();
   }
   for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
-    pa_write_result(done, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
+    pa_write_result(done, e / D, e % D, poisoned(uintBitsToFloat(stage[e / 4u][e % 4u]), e / D, e % D), final_m[e / D],
+                    final_l[e / D]);
 }

@@ -1,0 +1,92 @@
+// A non-finite value in the cache reaches exactly the rows that see it: a
+// row whose causal range or window excludes a NaN or infinite V (or K) gives
+// the same finite output as without it; a row that sees it gives a
+// non-finite output in that dimension. Split-KV and fp8 caches too.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "device_batch.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+struct NonFiniteCase {
+  const char* name;
+  DType cache = DType::f16;
+  uint32_t bad_bits = 0;      // the value planted, in the cache dtype
+  bool in_k = false;          // planted in K instead of V
+  int32_t window = 0;
+  SplitKv split = SplitKv::off;
+};
+void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
+
+class PagedAttentionNonFinite : public VkTest, public ::testing::WithParamInterface<NonFiniteCase> {};
+
+// One sequence of 40 keys whose last 3 are new (positions 37, 38, 39),
+// 4 q heads over 2 kv heads of 64; every cached value 0.25 (f16) or its fp8
+// code, but one element of kv head 1, dim 5: at position 39 (seen only by
+// the last token) and at position 2 (seen by none when the window is 8).
+TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
+  const NonFiniteCase& p = GetParam();
+  const uint32_t bs = 16, Hkv = 2, Hq = 4, D = 64, T = 3, len = 40;
+  KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
+  PagedKvCache cache(ctx(), cfg);
+  const uint32_t one = p.cache == DType::f16 ? 0x34003400u : p.cache == DType::fp8_e4m3 ? 0x28282828u : 0x34343434u;
+  cache.fill(one);   // 0.25 in every format used here
+  const size_t es = dtype_size(p.cache);
+  auto plant = [&](uint32_t pos) {
+    const uint32_t block = pos / bs;
+    auto bytes = cache.read_blocks(p.in_k ? KvPart::key : KvPart::value, block, 1);
+    const uint64_t e = cache.element_in_block(p.in_k ? KvPart::key : KvPart::value, pos % bs, 1, 5);
+    std::memcpy(&bytes[e * es], &p.bad_bits, es);
+    cache.write_blocks(p.in_k ? KvPart::key : KvPart::value, block, bytes);
+  };
+  plant(39);
+  if (p.window) plant(2);
+  DeviceBatch batch(ctx(), {0, int32_t(T)}, {int32_t(len)}, {0, 1, 2}, 3);
+  PagedAttentionPlanOptions o;
+  o.split = p.split;
+  o.num_segments = p.split == SplitKv::on ? 3 : 0;
+  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::f16, batch.lengths(), o);
+  Buffer q(ctx(), T * Hq * D * 2), out(ctx(), T * Hq * D * 4);
+  q.fill(0x3C003C00u);
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {T, Hq, D});
+  a.out = TensorView::contiguous(out, DType::f32, {T, Hq, D});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  a.params.sliding_window = p.window;
+  paged_attention(ctx(), plan, cache, a);
+  const auto o_ = out.download_as<float>(T * Hq * D);
+  // Every K and V is the same value, so a row that sees only finite values
+  // averages them back: 0.25 (fp8 caches hold it exactly, as f16 does).
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t h = 0; h < Hq; ++h)
+      for (uint32_t d = 0; d < D; ++d) {
+        const float x = o_[(t * Hq + h) * D + d];
+        // Heads 2 and 3 read kv head 1; the last token sees position 39.
+        const bool sees = t == T - 1 && h >= 2 && (d == 5 || p.in_k);
+        if (sees)
+          EXPECT_FALSE(std::isfinite(x)) << "token " << t << " head " << h << " dim " << d << " sees the value but gave " << x;
+        else
+          ASSERT_FLOAT_EQ(x, 0.25f) << "token " << t << " head " << h << " dim " << d << " cannot see the value";
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PagedAttentionNonFinite,
+    ::testing::Values(NonFiniteCase{"v_nan_f16", DType::f16, 0x7E00},
+                      NonFiniteCase{"v_inf_f16", DType::f16, 0x7C00},
+                      NonFiniteCase{"v_minus_inf_f16_window8", DType::f16, 0xFC00, false, 8},
+                      NonFiniteCase{"v_nan_f16_split", DType::f16, 0x7E00, false, 0, SplitKv::on},
+                      NonFiniteCase{"v_nan_f16_window8_split", DType::f16, 0x7E00, false, 8, SplitKv::on},
+                      NonFiniteCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
+                      NonFiniteCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, false, 8},
+                      NonFiniteCase{"k_nan_f16_window8", DType::f16, 0x7E00, true, 8}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace vkattn::test
