@@ -2,7 +2,9 @@
 # match the table: one JSON case, one CSV row and one SVG mark per case.
 file(REMOVE_RECURSE "${DIR}")
 file(MAKE_DIRECTORY "${DIR}")
-execute_process(COMMAND "${VKATTN}" bench ${SUITE} --quick --repeat 3 --min-time 0 --validation
+# EXTRA: the suite's own flags, separated by '|'.
+string(REPLACE "|" ";" extra "${EXTRA}")
+execute_process(COMMAND "${VKATTN}" bench ${SUITE} --quick --repeat 3 --min-time 0 --validation ${extra}
                         --json "${DIR}/out.json" --csv "${DIR}/out.csv" --plot "${DIR}/out.svg"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE table ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "runners/write_kv_cache_runner.hpp"
+#include "serve/serving_loop.hpp"
 
 namespace vkattn::tool {
 
@@ -45,10 +46,11 @@ std::function<void()> spin_up_before_timing(Context& ctx) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  const std::vector<std::string> ops = {"write-kv-cache", "paged-attention"};
+  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention"};
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: vkattn run OP [flags]\n"
                  "ops:\n"
+                 "  serve             a serving loop: every layer's write_kv_cache + paged_attention per step, each step verified\n"
                  "  write-kv-cache    scatter K/V tokens into a paged cache\n"
                  "  paged-attention   attention of a varlen batch over a paged cache (decode, prefill, split-KV)\n"
                  "`vkattn run OP --help` lists the op's flags.\n";
@@ -81,9 +83,64 @@ int cmd_run(const std::vector<std::string>& args) {
       return run_paged_attention(ctx, c);
     });
   }
+  if (op == "serve") {
+    cli::Flags f("vkattn run serve",
+                 "A model-like serving loop (tools/serve/serving_loop.hpp): decode steps with a chunk of prefill mixed in, "
+                 "every layer's write_kv_cache and paged_attention recorded into the loop's own command buffers; every "
+                 "step checked against the float64 reference");
+    DeviceFlags dev(f);
+    auto& layers = f.add_int("layers", 4, "attention layers", 1, 1024);
+    auto& batch = f.add_int("batch", 4, "decoding sequences", 1, 4096);
+    auto& context = f.add_int("context", 200, "their context at the start", 1, 1 << 20);
+    auto& chunk = f.add_int("prefill-chunk", 24, "tokens of prefill on mixed steps (0: none)", 0, 1 << 16);
+    auto& every = f.add_int("mixed-every", 3, "every n-th step is mixed", 1, 1 << 20);
+    auto& steps = f.add_int("steps", 6, "steps, each verified", 1, 100000);
+    auto& q_heads = f.add_int("q-heads", 8, "query heads", 1, 1024);
+    auto& kv_heads = f.add_int("kv-heads", 2, "KV heads (must divide --q-heads)", 1, 1024);
+    auto& head_size = f.add_int("head-size", 64, "head size (multiple of 16, 16..256)", 16, 256);
+    auto& replay = f.add_bool("replay", false, "record each kind of step once and submit it again every step");
+    f.parse(rest);
+    if (f.help_requested()) { std::cout << f.help(); return 0; }
+    ServeConfig c;
+    c.layers = uint32_t(layers);
+    c.batch = uint32_t(batch);
+    c.context = uint32_t(context);
+    c.prefill_chunk = uint32_t(chunk);
+    c.mixed_every = uint32_t(every);
+    c.steps = uint32_t(steps);
+    c.num_q_heads = uint32_t(q_heads);
+    c.num_kv_heads = uint32_t(kv_heads);
+    c.head_size = uint32_t(head_size);
+    c.replay = replay;
+    c.random_values = true;
+    Context ctx(dev.options());
+    ServingLoop loop(ctx, c);
+    bool pass = true;
+    double host = 0, gpu = 0, worst = 0;
+    std::string failure;
+    for (uint32_t i = 0; i < c.steps && pass; ++i) {
+      const StepTimes t = loop.step();
+      gpu += loop.finish();
+      host += t.host_us;
+      const RunResult r = loop.verify(i % c.layers);
+      worst = std::max(worst, r.max_abs_err);
+      if (!r.pass) failure = "step " + std::to_string(i) + (t.mixed ? " (mixed)" : "") + ": " + r.failure;
+      pass = r.pass;
+    }
+    std::printf("serve: %u steps of %u layers, %u sequences decoding over %u+ tokens, a %u-token prefill chunk every %u steps, %s\n",
+                c.steps, c.layers, c.batch, c.context, c.prefill_chunk, c.mixed_every, c.replay ? "replayed" : "planned every step");
+    std::printf("device %s, path %s\n", ctx.capabilities().device_name.c_str(),
+                std::string(path_name(ctx.path_for("paged_attention"))).c_str());
+    std::printf("every step: new K/V bit-exact in their slots, attention of one layer within the paged-attention tolerance; max abs error %.3g\n", worst);
+    std::printf("host %.1f us per step (metadata, plan, recording %u layers, submission), GPU %.1f us per step\n",
+                host / c.steps, c.layers, gpu / c.steps);
+    for (const auto& m : ctx.validation_messages()) std::fprintf(stderr, "validation error: %s\n", m.c_str());
+    std::printf("%s%s%s\n", pass ? "PASS" : "FAIL", pass ? "" : ": ", failure.c_str());
+    return pass && ctx.validation_messages().empty() ? 0 : 1;
+  }
   std::string hint;
   if (auto near = cli::nearest(op, ops)) hint = " (did you mean '" + *near + "'?)";
-  throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: write-kv-cache, paged-attention");
+  throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: serve, write-kv-cache, paged-attention");
 }
 
 }  // namespace vkattn::tool

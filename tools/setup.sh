@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One-command setup for vkattn: installs the toolchain, the Vulkan SDK parts and
 # a CPU Vulkan driver, builds the library, then runs its main job on the default
-# device. Idempotent: a second run only checks and rebuilds what changed.
+# device: a short serving loop (every layer's write_kv_cache and paged_attention
+# per step, each step checked against the float64 reference). Idempotent: a
+# second run only checks and rebuilds what changed.
 #
 # Supported: Debian 12 (SDK parts unpacked from Debian 13 into .deps/, the CPU
 # driver from bookworm-backports), Debian 13+, Ubuntu whose own packages are new
@@ -113,5 +115,5 @@ cmake --build "$build" -j"$(nproc)"
 [ $demo = 1 ] || exit 0
 say "vkattn info (default device)"
 "$build/tools/vkattn" info
-say "vkattn run write-kv-cache (verified against the CPU reference)"
-"$build/tools/vkattn" run write-kv-cache
+say "vkattn run serve (a short serving loop, every step verified against the CPU reference)"
+"$build/tools/vkattn" run serve
