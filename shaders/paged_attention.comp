@@ -92,8 +92,8 @@ void main() {
   const uint item = vka_linear_workgroup(pc.grid_x);
   if (item >= pc.num_workgroups) return;
   const uint tid = gl_LocalInvocationIndex;
-  PaItem it;
-  if (!pa_load_item(item, true, it)) return;   // the same for the whole workgroup
+  const PaItem it = pa_load_item(item, true);
+  if (!it.valid) return;   // the same for the whole workgroup
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
   for (uint i = tid; i < BM * D; i += WG) {

@@ -23,16 +23,18 @@
 // and v_scale apply in f32.
 //
 // A value a row cannot see must not reach it, but a matrix product computes
-// P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. So when a
-// tile's V holds a non-finite value (one subgroupAny per tile tells), each
-// such element is replaced by 0 in the staged tile and its class (+Inf,
-// -Inf, NaN) is recorded for every row whose P for that key is not 0; those
-// rows' outputs take it at the end (poison_*).
+// P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. Keys
+// outside the item's range [kv_begin, kv_end) are staged as 0. Inside it,
+// rows of one token (PA_SINGLE_TOKEN_ROWS: decode) see the same keys, so
+// nothing can leak. Rows of several tokens do not (the causal diagonal, a
+// window's edge): there, when a tile's V holds a non-finite value (one
+// subgroupAny per tile tells), a matrix C of what those values make of each
+// row that sees them (its P for the key is not 0: +Inf, -Inf or NaN, else 0)
+// is added to O, and the values are replaced by 0 before P V. That path is
+// compiled only into kernels for rows of several tokens: on an H200 its mere
+// presence in the key loop slowed B=64 decode by 28%, and keeping its state
+// in shared memory (256 bytes more per workgroup) by 83%.
 //
-// The coopmat2 module is this same code (a coopmat2 device has the KHR
-// matrices): whole-workgroup matrices need workgroup barriers per tile and
-// waste most of a 16-row matrix on 4-row decode tiles (an earlier kernel built
-// on them decoded at 174 GB/s on an H200, against 2982 GB/s here).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -44,6 +46,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 #include "abi/paged_attention.h"
 #include "grid.glsl"
@@ -111,10 +114,7 @@ shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float final_m[16], final_l[16];
-// Non-finite V values each row saw, 2 bits per (row, dim): 1 +Inf, 2 -Inf,
-// 3 NaN (both infinities make NaN).
-const uint POISON_WORDS = (PA_BM * PA_HEAD_SIZE + 15u) / 16u;
-shared uint poison[POISON_WORDS];
+
 shared int row_qpos[16];
 
 // Orders this subgroup's shared-memory accesses across its lanes. Shared
@@ -157,7 +157,7 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
-    if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end) continue;
+    if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
     if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
     raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
@@ -181,43 +181,55 @@ bool store_pieces(uvec4 raw[8], uint first, uint warp) {
       pa_decode_raw8(raw[i], 1.0, x);
       [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
     }
-    bad = bad || nonfinite_halves(h);
+    if (PA_SINGLE_TOKEN_ROWS == 0u) bad = bad || nonfinite_halves(h);
     stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
   }
   return bad;
 }
 
-// The rare path of a V tile with non-finite values (see the top): this
-// lane's pieces lose them, and the rows whose P sees their key record them.
-void poison_rows(uint warp) {
+// The rare path of a V tile with non-finite values (see the top; rows of
+// several tokens only).
+// A bit per 16-dim slice in which this lane staged one.
+uint nonfinite_slices(uint warp) {
+  uint slices = 0u;
   for (uint i = 0; i < PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
-    if (c >= 2u * D) continue;
-    const uint j = c / (D / 8u), d0 = (c % (D / 8u)) * 8u;
-    const uint at = warp * TILE_VEC4 + j * ROW_VEC4 + c % (D / 8u);
-    uvec4 w = stage[at];
-    if (!nonfinite_halves(w)) continue;
-    for (uint e = 0; e < 8u; ++e) {
-      const uint shift = 16u * (e % 2u);
-      const uint h = (w[e / 2u] >> shift) & 0xFFFFu;
+    if (c < 2u * D && nonfinite_halves(stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)]))
+      slices |= 1u << ((c % (D / 8u)) / 2u);
+  }
+  return slices;
+}
+
+// C for head slice `sl` into this subgroup's S tile, laid out as a 16 x rows
+// accumulator (element (d, r) at r * 16 + d).
+void nonfinite_slice_matrix(uint warp, uint sl) {
+  for (uint e = gl_SubgroupInvocationID; e < BM * 16u; e += SG) {
+    const uint r = e / 16u, d = sl * 16u + e % 16u;
+    float val = 0.0;
+    for (uint j = 0; j < 16u; ++j) {
+      if (p_tile[warp * ST + r * 16u + j] == float16_t(0.0)) continue;
+      const uint h = (stage[warp * TILE_VEC4 + j * ROW_VEC4 + d / 8u][(d % 8u) / 2u] >> (16u * (d % 2u))) & 0xFFFFu;
       if ((h & 0x7C00u) != 0x7C00u) continue;
-      const uint cls = (h & 0x3FFu) != 0u ? 3u : (h & 0x8000u) != 0u ? 2u : 1u;
-      for (uint r = 0; r < BM; ++r) {
-        if (p_tile[warp * ST + r * 16u + j] == float16_t(0.0)) continue;
-        const uint bit = r * D + d0 + e;
-        atomicOr(poison[bit / 16u], cls << (2u * (bit % 16u)));
-      }
-      w[e / 2u] &= ~(0xFFFFu << shift);
+      const float v = unpackHalf2x16(h).x;
+      val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
     }
-    stage[at] = w;
+    s_tile[warp * ST + e] = val;
   }
 }
 
-// An output element with the non-finite values its row saw, if any.
-float poisoned(float o, uint r, uint d) {
-  const uint bit = r * D + d;
-  const uint cls = (poison[bit / 16u] >> (2u * (bit % 16u))) & 3u;
-  return cls == 0u ? o : cls == 3u ? uintBitsToFloat(0x7FC00000u) : cls == 1u ? uintBitsToFloat(0x7F800000u) : uintBitsToFloat(0xFF800000u);
+// Replaces this lane's staged non-finite values by 0.
+void zero_nonfinite(uint warp) {
+  for (uint i = 0; i < PPL; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;
+    if (c >= 2u * D) continue;
+    const uint at = warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
+    uvec4 w = stage[at];
+    [[unroll]] for (uint k = 0; k < 4u; ++k) {
+      if ((w[k] & 0x7C00u) == 0x7C00u) w[k] &= 0xFFFF0000u;
+      if ((w[k] & 0x7C000000u) == 0x7C000000u) w[k] &= 0x0000FFFFu;
+    }
+    stage[at] = w;
+  }
 }
 
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
@@ -249,8 +261,8 @@ void main() {
   }
   const uint tid = gl_LocalInvocationIndex;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  PaItem it;
-  if (!pa_load_item(item, true, it)) return;   // the same for the whole workgroup
+  const PaItem it = pa_load_item(item, true);
+  if (!it.valid) return;   // the same for the whole workgroup
   // Tiles start at multiples of 16 (a tile is then inside one block); keys
   // before kv_begin belong to another segment or lie outside the window.
   const int a0 = it.kv_begin & ~15;
@@ -258,7 +270,7 @@ void main() {
   load_tile_entries(it, 0u, a0, num_tiles, warp);
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
-  for (uint i = tid; i < POISON_WORDS; i += PA_WORKGROUP_SIZE) poison[i] = 0u;
+
   for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
     // bf16 runs the scalar module; f16 bits go in unchanged.
@@ -329,8 +341,22 @@ void main() {
     // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
-    if (subgroupAny(v_nonfinite)) {
-      poison_rows(warp);
+    // Rare: non-finite V values (see the top), added before O is rescaled
+    // (C holds only 0, +-Inf and NaN, which the rescale keeps), where fewer
+    // registers are live than after P is loaded.
+    if (PA_SINGLE_TOKEN_ROWS == 0u && subgroupAny(v_nonfinite)) {
+      const uint slices = subgroupOr(nonfinite_slices(warp));
+      for (uint sl = 0; sl < DT; ++sl) {
+        if ((slices & (1u << sl)) == 0u) continue;
+        nonfinite_slice_matrix(warp, sl);
+        subgroup_sync();
+        MatC cm;
+        coopMatLoad(cm, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);
+#define ADD_NONFINITE(j) if (j == sl) o##j = o##j + cm;
+        EACH_SLICE(ADD_NONFINITE)
+        subgroup_sync();
+      }
+      zero_nonfinite(warp);
       subgroup_sync();
     }
 
@@ -367,8 +393,7 @@ void main() {
   subgroup_sync();
   MatC fm;   // element (d, r) = this subgroup's factor of row r
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-  PaItem done;   // loaded again: fewer registers live through the key loop
-  pa_load_item(item, false, done);
+  const PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
   if (MERGE_IN_ONE_STEP) {
     // Every subgroup stores its scaled O in its own slot, then each
     // invocation sums its elements over the slots: one barrier.
@@ -378,7 +403,7 @@ void main() {
     for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
       float o = 0.0;
       for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
-      pa_write_result(done, e / D, e % D, poisoned(o, e / D, e % D), final_m[e / D], final_l[e / D]);
+      pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
     }
     return;
   }
@@ -397,6 +422,5 @@ void main() {
     barrier();
   }
   for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
-    pa_write_result(done, e / D, e % D, poisoned(uintBitsToFloat(stage[e / 4u][e % 4u]), e / D, e % D), final_m[e / D],
-                    final_l[e / D]);
+    pa_write_result(done, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
 }

@@ -21,7 +21,12 @@ layout(set = 0, binding = PA_BINDING_BLOCK_TABLE, std430) readonly buffer BlockT
 layout(set = 0, binding = PA_BINDING_ALIBI, std430) readonly buffer Alibi { float alibi_words[]; };
 layout(set = 0, binding = PA_BINDING_SINKS, std430) readonly buffer Sinks { float sink_words[]; };
 layout(set = 0, binding = PA_BINDING_QQ_BIAS, std430) readonly buffer QqBias { float qq_bias_words[]; };
-layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) buffer Workspace { float workspace[]; };
+// The attention kernels only write partial results, the reduce only reads them.
+#ifdef VKATTN_PAGED_ATTENTION_REDUCE
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) readonly buffer Workspace { float workspace[]; };
+#else
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) writeonly buffer Workspace { float workspace[]; };
+#endif
 
 // Element offset of view `v` (PA_VIEW_*) inside its binding.
 uint pa_view_offset(uint v) {
@@ -68,6 +73,7 @@ uint pa_partial_stats(uint slot) {
 }
 uint pa_partial_out(uint slot, uint d) { return pa_view_offset(PA_VIEW_WORKSPACE) + slot * PA_HEAD_SIZE + d; }
 
+#ifndef VKATTN_PAGED_ATTENTION_REDUCE
 void pa_write_partial(uint token, uint head, uint segment, uint d, float o, float m, float l) {
   const uint slot = pa_partial_slot(token, head, segment);
   workspace[pa_partial_out(slot, d)] = o;
@@ -76,4 +82,5 @@ void pa_write_partial(uint token, uint head, uint segment, uint d, float o, floa
     workspace[pa_partial_stats(slot) + 1u] = l;
   }
 }
+#endif
 #endif

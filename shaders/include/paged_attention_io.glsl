@@ -32,6 +32,7 @@ const uint64_t PA_BLOCK_BYTES = uint64_t(PA_BLOCK_SIZE) * PA_NUM_KV_HEADS * PA_H
 struct PaItem {
   uint seq, kv_head, row_start, row_count, segment, token0;
   int kv_begin, kv_end, ctx;
+  bool valid;   // false: no rows (a tile past its sequence's), or lengths that are unusable (reported)
 };
 
 // First q tile of sequence s when tiles are found by search: every sequence
@@ -75,18 +76,18 @@ bool pa_check_seq(uint s, out int q0, out int q1, out int len) {
   return true;
 }
 
-// Work item number `wg`; false when it has no rows (a tile past its
-// sequence's, or lengths the device holds that are unusable, reported).
-// `report`: also check the sequence that has no tile of its own otherwise
-// (false when a kernel reloads its item).
-bool pa_load_item(uint wg, bool report, out PaItem it) {
+// Work item number `wg`. `report`: also check the sequence that may have no
+// tile of its own otherwise (false when a kernel reloads its item).
+PaItem pa_load_item(uint wg, bool report) {
+  PaItem it;
+  it.valid = false;
   it.segment = wg % pc.num_segments;
   const uint rest = wg / pc.num_segments;
   it.kv_head = rest % PA_NUM_KV_HEADS;
   const uint tile = rest / PA_NUM_KV_HEADS;
   uint local = 0u;
   int q0, q1, len;
-  if ((pc.flags & PA_FLAG_ONE_TILE_PER_SEQ) != 0u) {
+  if (PA_ONE_TILE_PER_SEQ != 0u) {
     it.seq = tile;
   } else {
     // A query_start_loc corrupted on the device can leave a sequence with no
@@ -96,14 +97,14 @@ bool pa_load_item(uint wg, bool report, out PaItem it) {
     it.seq = pa_find_seq(tile);
     local = tile - pa_first_tile(it.seq);
   }
-  if (it.seq >= pc.num_seqs || !pa_check_seq(it.seq, q0, q1, len)) return false;
+  if (it.seq >= pc.num_seqs || !pa_check_seq(it.seq, q0, q1, len)) return it;
   const uint rows = uint(q1 - q0) * PA_GQA;
-  if ((pc.flags & PA_FLAG_ONE_TILE_PER_SEQ) != 0u && rows > PA_BM) {
+  if (PA_ONE_TILE_PER_SEQ != 0u && rows > PA_BM) {
     vka_report(STATUS_QUERY_LEN_PLAN, it.seq, uint(q1 - q0), PA_BM / PA_GQA);
-    return false;
+    return it;
   }
   it.row_start = local * PA_BM;
-  if (it.row_start >= rows) return false;
+  if (it.row_start >= rows) return it;
   it.row_count = min(PA_BM, rows - it.row_start);
   it.token0 = uint(q0);
   it.ctx = len - (q1 - q0);
@@ -124,7 +125,29 @@ bool pa_load_item(uint wg, bool report, out PaItem it) {
     it.kv_begin = begin;
     it.kv_end = end;
   }
-  return true;
+  it.valid = true;
+  return it;
+}
+
+// What writing work item `wg`'s results needs (rows, tokens, head, segment),
+// for a kernel that loaded the item with pa_load_item and let it go during
+// its key loop: no checks (that load made them) and no key range.
+PaItem pa_output_item(uint wg) {
+  PaItem it;
+  it.segment = wg % pc.num_segments;
+  const uint rest = wg / pc.num_segments;
+  it.kv_head = rest % PA_NUM_KV_HEADS;
+  const uint tile = rest / PA_NUM_KV_HEADS;
+  const bool one = PA_ONE_TILE_PER_SEQ != 0u;
+  it.seq = one ? tile : pa_find_seq(tile);
+  const uint local = one ? 0u : tile - pa_first_tile(it.seq);
+  const int q0 = pa_query_start(it.seq), q1 = pa_query_start(it.seq + 1u);
+  it.token0 = uint(q0);
+  it.row_start = local * PA_BM;
+  it.row_count = min(PA_BM, uint(q1 - q0) * PA_GQA - it.row_start);
+  it.kv_begin = it.kv_end = it.ctx = 0;
+  it.valid = true;
+  return it;
 }
 
 // Absolute position of local row r, or -1 for rows past the item (they see no key).

@@ -85,7 +85,8 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
 
 // Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
 abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t bn, uint32_t workgroup,
-                                  const PagedAttentionVariant& v, uint32_t subgroup_size) {
+                                  bool one_tile_per_seq, bool single_token_rows, const PagedAttentionVariant& v,
+                                  uint32_t subgroup_size) {
   abi::PagedAttentionSpec spec;
   spec.PA_HEAD_SIZE = p.cache.head_size;
   spec.PA_BLOCK_SIZE = p.cache.block_size;
@@ -105,6 +106,8 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_HAS_WINDOW = v.sliding_window;
   spec.PA_WRITE_LSE = v.lse;
   spec.PA_SUBGROUP_SIZE = subgroup_size;
+  spec.PA_ONE_TILE_PER_SEQ = one_tile_per_seq;
+  spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
   return spec;
 }
 
@@ -226,7 +229,8 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   if (p.context_id != impl.id) fail("the plan was made for another Context");
   for (const auto& v : variants) {
     check_variant(v);
-    main_pipeline(impl, p.path, main_spec(p, p.schedule.bm, p.schedule.bn, p.schedule.workgroup, v, impl.caps.subgroup_size));
+    main_pipeline(impl, p.path, main_spec(p, p.schedule.bm, p.schedule.bn, p.schedule.workgroup, p.schedule.one_tile_per_seq,
+                                          p.max_query_len <= 1, v, impl.caps.subgroup_size));
     if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v));
   }
 }
@@ -255,7 +259,10 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
   }
   for (const auto& v : variants) {
     check_variant(v);
-    for (const Tile& t : tiles) main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, v, impl.caps.subgroup_size));
+    for (const Tile& t : tiles)
+      for (bool one_tile : {true, false})
+        for (bool single_token : {true, false})
+          main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
     reduce_pipeline(impl, reduce_spec(p, v));
   }
 }
@@ -371,7 +378,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   const PagedAttentionParams& o = a.params;
   abi::PagedAttentionPush push{};
   push.chunk_table_address = cache.chunk_table_address();
-  push.flags = (sch.split ? abi::PA_FLAG_SPLIT : 0) | (sch.one_tile_per_seq ? abi::PA_FLAG_ONE_TILE_PER_SEQ : 0);
+  push.flags = sch.split ? abi::PA_FLAG_SPLIT : 0;
   push.num_seqs = p.num_seqs;
   push.num_tokens = p.num_tokens;
   push.num_segments = sch.num_segments;
@@ -409,7 +416,8 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   v.lse = a.lse.has_value();
   v.out_dtype = a.out.dtype;
   const Pipeline& main =
-      main_pipeline(impl, p.path, main_spec(p, sch.bm, sch.bn, sch.workgroup, v, impl.caps.subgroup_size));
+      main_pipeline(impl, p.path, main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
+                                            impl.caps.subgroup_size));
   const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
   push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
   push.grid_x = grid.x;

@@ -43,7 +43,7 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
     auto bytes = [&](uint32_t nw) {
       return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
-             nw * (16 * bm * 4 + 16 * bm * 2 + 3 * 64u) + 128u + 64u + 1024u + (bm * head_size + 15) / 16 * 4;
+             nw * (16 * bm * 4 + 16 * bm * 2 + 3 * 64u) + 128u + 64u + 1024u;
     };
     uint32_t nw = 8;
     while (nw > 1 && bytes(nw) > dev.max_shared_memory) nw /= 2;

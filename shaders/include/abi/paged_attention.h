@@ -40,7 +40,6 @@ VKA_CONST(PA_VIEW_WORKSPACE, 9)
 
 // Bits of `flags`.
 VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspace for the reduce
-VKA_CONST(PA_FLAG_ONE_TILE_PER_SEQ, 2)   // every sequence's rows fit one tile: tile index = sequence
 
 #define PAGED_ATTENTION_SPEC(X)   \
   X(0, PA_HEAD_SIZE, 128)         \
@@ -60,7 +59,9 @@ VKA_CONST(PA_FLAG_ONE_TILE_PER_SEQ, 2)   // every sequence's rows fit one tile: 
   X(14, PA_HAS_SOFTCAP, 0)        \
   X(15, PA_HAS_WINDOW, 0)         \
   X(16, PA_WRITE_LSE, 0)          \
-  X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */
+  X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */ \
+  X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
+  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
