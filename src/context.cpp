@@ -330,11 +330,13 @@ Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()
   impl.queue_family = static_cast<uint32_t>(compute_queue_family(vk, impl.physical_device));
 
   auto available = device_extensions_of(vk, impl.physical_device);
+  // VK_EXT_external_memory_host is unused by the library: enabling it lets
+  // tests import guard-paged host memory on CPU devices (tests/guarded_memory.hpp).
   for (const char* e : {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
                         VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME,
                         VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
                         VK_EXT_MEMORY_BUDGET_EXTENSION_NAME, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME,
-                        VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME})
+                        VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME})
     if (contains(available, e)) impl.device_extensions.emplace_back(e);
 
   // Query what is supported, then enable exactly the features the kernels use.
