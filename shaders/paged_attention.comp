@@ -92,7 +92,7 @@ void main() {
   const uint item = vka_linear_workgroup(pc.grid_x);
   if (item >= pc.num_workgroups) return;
   const uint tid = gl_LocalInvocationIndex;
-  const PaItem it = pa_load_item(item, true);
+  const PaItem it = pa_load_item(item);
   if (!it.valid) return;   // the same for the whole workgroup
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);

@@ -261,7 +261,7 @@ void main() {
   }
   const uint tid = gl_LocalInvocationIndex;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const PaItem it = pa_load_item(item, true);
+  const PaItem it = pa_load_item(item);
   if (!it.valid) return;   // the same for the whole workgroup
   // Tiles start at multiples of 16 (a tile is then inside one block); keys
   // before kv_begin belong to another segment or lie outside the window.

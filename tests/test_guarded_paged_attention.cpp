@@ -193,24 +193,24 @@ std::vector<GuardedCase> cases() {
 INSTANTIATE_TEST_SUITE_P(ScalarPath, GuardedPagedAttention, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Reproduction of an out-of-bounds read (disabled until the kernel is
-// fixed; see the guarded-memory report in the hardening issue, item 1).
-// Head size 16 with one query row per tile (decode, GQA 1) makes the plan
-// pick 16 invocations per workgroup (the largest power of two dividing
-// rows x head_size) but 32-key tiles: paged_attention.comp sets a tile's
+// Regression of an out-of-bounds read (the hardening issue, item 1). Head
+// size 16 with one query row per tile (decode, GQA 1) made the plan pick 16
+// invocations per workgroup (the largest power of two dividing rows x
+// head_size) but 32-key tiles: paged_attention.comp sets a tile's
 // key_block / value_block entries only from invocations tid < BN, so entries
-// 16..31 are never written, and load_tile reads K/V through whatever those
-// shared-memory words hold: zero on a fresh thread (a fault at address 0 +
+// 16..31 were never written, and load_tile read K/V through whatever those
+// shared-memory words held: zero on a fresh thread (a fault at address 0 +
 // the key's offset), or another dispatch's stale addresses (a fault, or keys
-// from the wrong place). Run with --gtest_also_run_disabled_tests: it dies
-// with "guarded memory: fault at 0x0: not in a guard page".
+// from the wrong place). Before the fix (choose_tile caps BN at the
+// workgroup size) these died with "guarded memory: fault at 0x0: not in a
+// guard page".
 class GuardedPagedAttentionBug : public GuardedTest {};
 
-TEST_F(GuardedPagedAttentionBug, DISABLED_HeadSize16DecodeReadsBlockAddressesNeverSet) {
+TEST_F(GuardedPagedAttentionBug, HeadSize16DecodeSetsEveryBlockAddress) {
   EXPECT_EQ(run_guarded(ctx(), {.name = "gqa1_d16", .seqs = kDecode, .head_size = 16}), "");
 }
 
-TEST_F(GuardedPagedAttentionBug, DISABLED_HeadSize16DecodeWithWindowReadsBlockAddressesNeverSet) {
+TEST_F(GuardedPagedAttentionBug, HeadSize16DecodeWithWindowSetsEveryBlockAddress) {
   EXPECT_EQ(run_guarded(ctx(), {.name = "gqa1_d16_window64", .seqs = kDecode, .head_size = 16, .sliding_window = 64}), "");
 }
 

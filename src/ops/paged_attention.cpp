@@ -133,6 +133,17 @@ const Pipeline& reduce_pipeline(ContextImpl& impl, const abi::PagedAttentionRedu
                               sizeof(abi::PagedAttentionPush)});
 }
 
+// The check of the lengths the device holds (paged_attention_check.comp).
+const Pipeline& check_pipeline(ContextImpl& impl, const PagedAttentionPlanData& p, uint32_t bm, bool one_tile_per_seq) {
+  abi::PagedAttentionCheckSpec c;
+  c.PC_GQA = p.num_q_heads / p.cache.num_kv_heads;
+  c.PC_BM = bm;
+  c.PC_BLOCK_SIZE = p.cache.block_size;
+  c.PC_ONE_TILE_PER_SEQ = one_tile_per_seq;
+  return impl.pipelines->get({"paged_attention_check", Path::scalar, spec_words(c), abi::PA_BINDINGS,
+                              sizeof(abi::PagedAttentionPush)});
+}
+
 void check_variant(const PagedAttentionVariant& v) {
   switch (v.out_dtype) {
     case DType::f16: case DType::bf16: case DType::f32: case DType::fp8_e4m3: case DType::fp8_e5m2: return;
@@ -227,6 +238,7 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   const auto& p = *data_;
   auto& impl = ctx.impl();
   if (p.context_id != impl.id) fail("the plan was made for another Context");
+  check_pipeline(impl, p, p.schedule.bm, p.schedule.one_tile_per_seq);
   for (const auto& v : variants) {
     check_variant(v);
     main_pipeline(impl, p.path, main_spec(p, p.schedule.bm, p.schedule.bn, p.schedule.workgroup, p.schedule.one_tile_per_seq,
@@ -257,6 +269,8 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
       if (std::none_of(tiles.begin(), tiles.end(), [&](const Tile& u) { return u.bm == t.bm && u.bn == t.bn && u.workgroup == w; }))
         tiles.push_back({t.bm, t.bn, w});
   }
+  for (const Tile& t : tiles)
+    for (bool one_tile : {true, false}) check_pipeline(impl, p, t.bm, one_tile);
   for (const auto& v : variants) {
     check_variant(v);
     for (const Tile& t : tiles)
@@ -421,9 +435,17 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
   push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
   push.grid_x = grid.x;
+  // The lengths' check runs beside the attention (both only read the batch).
+  const Pipeline& check = check_pipeline(impl, p, sch.bm, sch.one_tile_per_seq);
+  const Grid cgrid = fold_grid(impl, (uint64_t(p.num_seqs) + 63) / 64, kOp);
+  push.num_workgroups = static_cast<uint32_t>((uint64_t(p.num_seqs) + 63) / 64);
+  push.grid_x = cgrid.x;
+  record_dispatch(impl, cmd, check, bindings, &push, cgrid);
   // The workspace may be shared with an earlier run on this queue, whose
   // reduce may still be reading it.
   if (sch.split) compute_barrier(impl, cmd);
+  push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
+  push.grid_x = grid.x;
   record_dispatch(impl, cmd, main, bindings, &push, grid);
   if (!sch.split) return;
 

@@ -63,6 +63,10 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   while ((bm * head_size) % wg) wg /= 2;
   // The kernel's prefetch registers: bn * head_size / 8 / wg <= 8 words.
   while (bn > 8 && bn * head_size / 8 / wg > 8) bn /= 2;
+  // One invocation per key sets a tile's block addresses (and one per row the
+  // row state): head size 16 with one row made 16 invocations for 32-key
+  // tiles, and half the addresses were never set.
+  while (bn > wg) bn /= 2;
   return {bm, bn, wg};
 }
 

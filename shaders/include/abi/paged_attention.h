@@ -106,12 +106,24 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(4, PR_WORKGROUP_SIZE, 64)          \
   X(5, PR_NUM_Q_HEADS, 32)
 
+// paged_attention_check: one invocation per sequence checks the lengths the
+// device holds (the attention kernels only keep them in bounds).
+#define PAGED_ATTENTION_CHECK_SPEC(X) \
+  X(0, PC_GQA, 4)                     \
+  X(1, PC_BM, 16)                     \
+  X(2, PC_BLOCK_SIZE, 16)             \
+  X(3, PC_ONE_TILE_PER_SEQ, 0)        \
+  X(4, PC_WORKGROUP_SIZE, 64)
+
 VKA_PUSH_STRUCT(PagedAttentionPush, PAGED_ATTENTION_PUSH)
-// C++ sees both kernels' constants; a shader declares only its own (their ids overlap).
+// C++ sees every kernel's constants; a shader declares only its own (their ids overlap).
 #if defined(__cplusplus) || defined(VKATTN_PAGED_ATTENTION_REDUCE)
 VKA_SPEC_STRUCT(PagedAttentionReduceSpec, PAGED_ATTENTION_REDUCE_SPEC)
 #endif
-#if defined(__cplusplus) || !defined(VKATTN_PAGED_ATTENTION_REDUCE)
+#if defined(__cplusplus) || defined(VKATTN_PAGED_ATTENTION_CHECK)
+VKA_SPEC_STRUCT(PagedAttentionCheckSpec, PAGED_ATTENTION_CHECK_SPEC)
+#endif
+#if defined(__cplusplus) || (!defined(VKATTN_PAGED_ATTENTION_REDUCE) && !defined(VKATTN_PAGED_ATTENTION_CHECK))
 VKA_SPEC_STRUCT(PagedAttentionSpec, PAGED_ATTENTION_SPEC)
 #endif
 #ifdef __cplusplus
