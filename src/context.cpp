@@ -330,14 +330,19 @@ Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()
   impl.queue_family = static_cast<uint32_t>(compute_queue_family(vk, impl.physical_device));
 
   auto available = device_extensions_of(vk, impl.physical_device);
-  // VK_EXT_external_memory_host is unused by the library: enabling it lets
-  // tests import guard-paged host memory on CPU devices (tests/guarded_memory.hpp).
   for (const char* e : {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
                         VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME,
                         VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
                         VK_EXT_MEMORY_BUDGET_EXTENSION_NAME, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME,
-                        VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME})
+                        VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME})
     if (contains(available, e)) impl.device_extensions.emplace_back(e);
+  // VK_EXT_external_memory_host is unused by the library: on CPU devices it
+  // lets tests import guard-paged host memory (tests/guarded_memory.hpp),
+  // which is of no use on GPUs, where a read of a guard page is a device fault.
+  VkPhysicalDeviceProperties props;
+  vk.vkGetPhysicalDeviceProperties(impl.physical_device, &props);
+  if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && contains(available, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME))
+    impl.device_extensions.emplace_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 
   // Query what is supported, then enable exactly the features the kernels use.
   DeviceFeatureChain have, want;

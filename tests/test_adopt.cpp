@@ -36,7 +36,9 @@ TEST_F(Adopt, RequiredFeaturesMissingFromTheChainAreNamed) {
 
 TEST_F(Adopt, OptionalFeaturesCountOnlyWhenEnabled) {
   // Without a chain: the required features are trusted, no optional one is
-  // used, so the matrix paths and subgroup size control are off.
+  // used, so the matrix paths and subgroup size control are off (a forced
+  // matrix path would be refused).
+  ScopedUnsetEnv no_forced_path("VKATTN_PATH");
   Context bare = Context::adopt(info(nullptr));
   EXPECT_FALSE(bare.capabilities().subgroup_size_control);
   EXPECT_FALSE(bare.capabilities().coopmat);
