@@ -151,9 +151,18 @@ TEST_P(ServingLoopCalls, StepsAfterWarmUpAllocateSubmitAndWaitForNothing) {
   real_gipa = loader.vkGetInstanceProcAddr;
   ContextOptions o = test_options();
   o.disable_push_descriptors = !push_descriptors;
+  // The fixture's Context enabled every feature its device supports: the
+  // adopted one may use the same (a forced matrix path needs them).
+  const auto& impl = ctx().impl();
+  detail::DeviceFeatureChain enabled;
+  enabled.link(impl.has_extension(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME),
+               impl.has_extension(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME),
+               impl.has_extension(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME), false);
+  impl.vk.vkGetPhysicalDeviceFeatures2(ctx().physical_device(), &enabled.core);
   AdoptInfo info{.instance = ctx().instance(), .physical_device = ctx().physical_device(), .device = ctx().device(),
                  .queue = ctx().queue(), .queue_family = ctx().queue_family(),
-                 .enabled_device_extensions = ctx().impl().device_extensions, .get_instance_proc_addr = &counting_gipa};
+                 .enabled_device_extensions = impl.device_extensions, .enabled_features = &enabled.core,
+                 .get_instance_proc_addr = &counting_gipa};
   Context adopted = Context::adopt(info, o);
   auto model = small_model(replay);
   model.random_values = false;
