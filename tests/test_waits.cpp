@@ -1,41 +1,42 @@
 // Waiting for synchronous submissions: by default without a deadline; with
 // ContextOptions::submit_timeout_ns, a submission that outlasts it makes the
 // Context unusable and nothing it may still use is freed (the Context's
-// destruction waits for it). The slow kernel is tests/shaders/wait_for_host.comp,
-// which runs until the test lets it finish.
-#include <atomic>
+// destruction waits for it). The slow kernel is tests/shaders/spin.comp, its
+// length calibrated to the device.
 #include <chrono>
 #include <cstddef>
-#include <thread>
 
 #include "context_impl.hpp"
 #include "vk_test.hpp"
 
-extern const unsigned char test_spv_wait_for_host[];
-extern const std::size_t test_spv_wait_for_host_size;
+extern const unsigned char test_spv_spin[];
+extern const std::size_t test_spv_spin_size;
 
 namespace vkattn::test {
 namespace {
 
-// The slow kernel's pipeline and its flag word, on one Context.
-class HostGate {
+// The slow kernel's pipeline and its result word, on one Context.
+class SlowKernel {
  public:
-  explicit HostGate(Context& ctx) : ctx_(ctx), flag_(ctx, 256, MemoryKind::host_visible) {
+  explicit SlowKernel(Context& ctx) : ctx_(ctx), flag_(ctx, 256, MemoryKind::host_visible) {
     const auto& vk = ctx.impl().vk;
     VkDevice dev = ctx.device();
-    static_cast<uint32_t*>(flag_.mapped())[0] = 0;
+    static_cast<uint32_t*>(flag_.mapped())[0] = 1;
     VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    smi.codeSize = test_spv_wait_for_host_size;
-    smi.pCode = reinterpret_cast<const uint32_t*>(test_spv_wait_for_host);
+    smi.codeSize = test_spv_spin_size;
+    smi.pCode = reinterpret_cast<const uint32_t*>(test_spv_spin);
     ok(vk.vkCreateShaderModule(dev, &smi, nullptr, &module_));
     VkDescriptorSetLayoutBinding b{0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     dli.bindingCount = 1;
     dli.pBindings = &b;
     ok(vk.vkCreateDescriptorSetLayout(dev, &dli, nullptr, &set_layout_));
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
     VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
     pli.setLayoutCount = 1;
     pli.pSetLayouts = &set_layout_;
+    pli.pushConstantRangeCount = 1;
+    pli.pPushConstantRanges = &range;
     ok(vk.vkCreatePipelineLayout(dev, &pli, nullptr, &layout_));
     VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
@@ -63,8 +64,8 @@ class HostGate {
     w.pBufferInfo = &info;
     vk.vkUpdateDescriptorSets(dev, 1, &w, 0, nullptr);
   }
-  // Destroyed only once nothing runs the kernel any more (after open()).
-  ~HostGate() {
+  // Destroyed only once nothing runs the kernel any more.
+  ~SlowKernel() {
     const auto& vk = ctx_.impl().vk;
     VkDevice dev = ctx_.device();
     vk.vkDestroyDescriptorPool(dev, pool_, nullptr);
@@ -73,14 +74,27 @@ class HostGate {
     vk.vkDestroyDescriptorSetLayout(dev, set_layout_, nullptr);
     vk.vkDestroyShaderModule(dev, module_, nullptr);
   }
-  void record(VkCommandBuffer cmd) const {
+  void record(VkCommandBuffer cmd, uint32_t iterations) const {
     const auto& vk = ctx_.impl().vk;
     vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
     vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
+    vk.vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &iterations);
     vk.vkCmdDispatch(cmd, 1, 1, 1);
   }
-  void open() { reinterpret_cast<std::atomic<uint32_t>*>(flag_.mapped())->store(1); }
-  uint32_t polls() const { return static_cast<const uint32_t*>(flag_.mapped())[1]; }
+  uint32_t value() const { return static_cast<const uint32_t*>(flag_.mapped())[0]; }
+  // Iterations that take at least `ms` milliseconds here: doubled until a
+  // run takes a tenth of that, then scaled (a wall-clock estimate; the tests
+  // only need "much longer than the deadline", not a precise length).
+  uint32_t iterations_for(double ms) {
+    uint32_t n = 1u << 10;
+    for (;;) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ctx_.submit_and_wait([&](VkCommandBuffer cmd) { record(cmd, n); });
+      const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (took >= ms / 10 || n >= (1u << 30)) return static_cast<uint32_t>(std::min(double(n) * ms / std::max(took, 1e-3), 4e9));
+      n *= 2;
+    }
+  }
 
  private:
   static void ok(VkResult r) { ASSERT_EQ(r, VK_SUCCESS); }
@@ -96,48 +110,53 @@ class HostGate {
 
 TEST(Waits, WithoutADeadlineASlowSubmissionIsWaitedFor) {
   Context ctx(test_options());
-  HostGate gate(ctx);
-  // The kernel runs until another thread opens the gate, a while later.
-  std::thread opener([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    gate.open();
-  });
-  EXPECT_NO_THROW(ctx.submit_and_wait([&](VkCommandBuffer cmd) { gate.record(cmd); }));
-  opener.join();
-  EXPECT_GT(gate.polls(), 0u);   // it did wait for the host
+  SlowKernel slow(ctx);
+  const uint32_t n = slow.iterations_for(300);
+  const uint32_t before = slow.value();
+  EXPECT_NO_THROW(ctx.submit_and_wait([&](VkCommandBuffer cmd) { slow.record(cmd, n); }));
+  EXPECT_NE(slow.value(), before);   // it ran to the end
   EXPECT_TRUE(ctx.usable());
   EXPECT_NO_THROW(ctx.submit_and_wait([](VkCommandBuffer) {}));
   for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << "validation error: " << m;
 }
 
 TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
+  auto ctx = std::make_unique<Context>(test_options());
+  auto slow = std::make_unique<SlowKernel>(*ctx);
+  const uint32_t n = slow->iterations_for(1000);   // a second, against a deadline of 20 ms
+  // The same device, adopted with a deadline (the deadline is the Context's).
   ContextOptions o = test_options();
-  o.submit_timeout_ns = 20'000'000;   // 20 ms; the kernel runs until the gate opens
-  auto ctx = std::make_unique<Context>(o);
-  auto gate = std::make_unique<HostGate>(*ctx);
-  EXPECT_VKATTN_ERROR(ctx->submit_and_wait([&](VkCommandBuffer cmd) { gate->record(cmd); }), "did not complete within",
-                      "unusable");
-  EXPECT_FALSE(ctx->usable());
-  // Every later call refuses, synchronous or recorded.
-  EXPECT_VKATTN_ERROR(ctx->submit_and_wait([](VkCommandBuffer) {}), "unusable", "timed out");
-  Buffer b(*ctx, 64);
-  EXPECT_VKATTN_ERROR(b.fill(0), "unusable");
-  KvCacheConfig cfg{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 64};
-  PagedKvCache cache(*ctx, cfg);
-  Buffer k(*ctx, 64 * 2), slots(*ctx, 8);
-  auto kv = TensorView::contiguous(k, DType::f16, {1, 1, 64});
-  VkCommandBuffer never_used = reinterpret_cast<VkCommandBuffer>(uintptr_t(1));
-  EXPECT_VKATTN_ERROR(write_kv_cache(*ctx, cache, kv, kv, TensorView::contiguous(slots, DType::i64, {1}), never_used),
-                      "unusable");
-  // Nothing the submission uses was freed: the validation layers saw no
-  // command buffer or descriptor set freed while pending.
+  o.submit_timeout_ns = 20'000'000;
+  AdoptInfo info;
+  info.instance = ctx->instance();
+  info.physical_device = ctx->physical_device();
+  info.device = ctx->device();
+  info.queue = ctx->queue();
+  info.queue_family = ctx->queue_family();
+  info.enabled_device_extensions = ctx->impl().device_extensions;
+  {   // everything made on the adopted Context goes before the device it adopted
+    auto timed = std::make_unique<Context>(Context::adopt(info, o));
+    EXPECT_VKATTN_ERROR(timed->submit_and_wait([&](VkCommandBuffer cmd) { slow->record(cmd, n); }), "did not complete within",
+                        "unusable");
+    EXPECT_FALSE(timed->usable());
+    // Every later call refuses, synchronous or recorded.
+    EXPECT_VKATTN_ERROR(timed->submit_and_wait([](VkCommandBuffer) {}), "unusable", "timed out");
+    Buffer b(*timed, 64);
+    EXPECT_VKATTN_ERROR(b.fill(0), "unusable");
+    KvCacheConfig cfg{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 64};
+    PagedKvCache cache(*timed, cfg);
+    Buffer k(*timed, 64 * 2), slots(*timed, 8);
+    auto kv = TensorView::contiguous(k, DType::f16, {1, 1, 64});
+    VkCommandBuffer never_used = reinterpret_cast<VkCommandBuffer>(uintptr_t(1));
+    EXPECT_VKATTN_ERROR(write_kv_cache(*timed, cache, kv, kv, TensorView::contiguous(slots, DType::i64, {1}), never_used),
+                        "unusable");
+    // Nothing the submission uses was freed: destroying the adopted Context
+    // (its last object, the cache, at the end of this block) waits for its own
+    // submission before it frees the command buffer (the validation layers
+    // would report a command buffer freed while pending).
+  }
   for (const auto& m : ctx->validation_messages()) ADD_FAILURE() << "validation error: " << m;
-  // Let the kernel finish; destroying the Context waits for the submission,
-  // then frees it.
-  gate->open();
-  ctx->impl().vk.vkDeviceWaitIdle(ctx->device());
-  EXPECT_GT(gate->polls(), 0u);
-  gate.reset();
+  slow.reset();
   ctx.reset();
 }
 
