@@ -38,6 +38,16 @@ export DEBIAN_FRONTEND=noninteractive
 . /etc/os-release
 distro="${ID:-unknown}"; version="${VERSION_ID:-0}"
 
+# The Debian archive this machine's own apt sources use (the URI that serves
+# its release's main component), so that no archive's address is written here.
+debian_archive() {
+  local uri
+  uri=$(apt-get indextargets --format '$(REPO_URI)' 'Component: main' 2>/dev/null |
+        grep -v -e security -e updates | head -n 1)
+  [ -n "$uri" ] || die "no Debian archive in this machine's apt sources (/etc/apt/sources.list*): add one first"
+  printf '%s\n' "${uri%/}"
+}
+
 # True when every named Debian package is installed.
 have_pkgs() { for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || return 1; done; }
 apt_updated=0
@@ -59,7 +69,8 @@ case "$distro:$version" in
       src=/etc/apt/sources.list.d/vkattn-bookworm-backports.sources
       if [ ! -f "$src" ]; then
         say "adding bookworm-backports for mesa-vulkan-drivers >= 25"
-        printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' | $SUDO tee "$src" >/dev/null
+        printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+          "$(debian_archive)" | $SUDO tee "$src" >/dev/null
       fi
       apt_updated=0; apt_update
       $SUDO apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers >/dev/null
@@ -74,7 +85,8 @@ case "$distro:$version" in
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${trixie_pkgs[*]}" ]; then
       say "downloading Debian 13 SDK parts into $deps"
       apt="$deps/apt"; rm -rf "$apt" "$root"; mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs" "$root"
-      printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$apt/trixie.sources"
+      printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$(debian_archive)" > "$apt/trixie.sources"
       o=(-o "Dir::Etc::SourceList=$apt/trixie.sources" -o Dir::Etc::SourceParts=/dev/null
          -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Dir::State::Status=/dev/null
          -o APT::Sandbox::User=root -o Debug::NoLocking=1)
