@@ -2,8 +2,8 @@
 // paged_attention's checks of what the device holds: one invocation per
 // sequence reads its query_start_loc pair and seq_len and reports the first
 // that the attention kernels cannot use (they keep every index in bounds
-// without reporting: on an H200, reporting from their prologue slowed decode
-// by 8%). Dispatched beside the attention kernel, with no barrier between:
+// without reporting: reports from their prologue slow decode measurably,
+// DEVELOPERS.md). Dispatched beside the attention kernel, with no barrier between:
 // both only read the batch.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require

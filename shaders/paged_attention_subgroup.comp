@@ -31,9 +31,9 @@
 // subgroupAny per tile tells), a matrix C of what those values make of each
 // row that sees them (its P for the key is not 0: +Inf, -Inf or NaN, else 0)
 // is added to O, and the values are replaced by 0 before P V. That path is
-// compiled only into kernels for rows of several tokens: on an H200 its mere
-// presence in the key loop slowed B=64 decode by 28%, and keeping its state
-// in shared memory (256 bytes more per workgroup) by 83%.
+// compiled only into kernels for rows of several tokens: its mere presence
+// in the key loop, or its state in shared memory, slows decode a lot
+// (DEVELOPERS.md, "What the matrix decode kernel is sensitive to").
 //
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require

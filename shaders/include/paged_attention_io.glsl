@@ -56,7 +56,7 @@ uint pa_find_seq(uint tile) {
 
 // Work item number `wg`. The lengths the device holds are kept in bounds
 // here, not checked: paged_attention_check.comp reports those that are
-// unusable (a report from this prologue slowed decode by 8% on an H200).
+// unusable (reports from this prologue slow decode measurably).
 PaItem pa_load_item(uint wg) {
   PaItem it;
   it.segment = wg % pc.num_segments;

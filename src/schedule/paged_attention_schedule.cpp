@@ -75,14 +75,10 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
   const int64_t max_range = st.longest;
   if (items == 0 || max_range == 0) return 1;
   // Matrix kernel, 2 to 5 even items per SM: an SM holds six 2-subgroup
-  // workgroups (168 registers); with fewer it has too few subgroups to keep
-  // enough loads in flight. Segments of >= 1024 keys, about two waves of six
-  // workgroups per SM. On an H200 (`vkattn run`; bench where said): B=64
-  // ctx=4096 (512 items) took 349 us unsplit, 313 in 2 segments, 295 in 3
-  // (bench 301), 324 in 4, 317 in 5; ctx=32768: bench 2795 -> 2182 us in 3;
-  // ctx=512: 59 us unsplit, 65 in 2. B=96 ctx=4096 (768 items, a wave of six
-  // per SM nearly full) took 401 us unsplit, 428 in 2. An uneven varlen batch
-  // (424 items, prefill among decodes): bench 132 us unsplit, 212 in 4.
+  // workgroups; with fewer it has too few subgroups to keep enough loads in
+  // flight. Segments of >= 1024 keys, about two waves of six workgroups per
+  // SM. Short contexts, a nearly full wave and uneven batches lose by
+  // splitting (DEVELOPERS.md, "The decode schedule's rules").
   const uint64_t two_waves = 12ull * sms;
   if (path != Path::scalar && st.even() && items >= 2ull * sms && items < 5ull * sms) {
     const auto by_length = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 64));
@@ -95,16 +91,12 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
     min_keys = 256;
   } else {
     // Segments as short as one 16-key tile per subgroup (64 keys) pay when the
-    // batch is small: B=1 ctx=512 took 16.6 us in 2 segments, 14.5 in 4 and
-    // 13.3 in 8; ctx=1024 16.7 us in 4, 14.4 in 8, 13.6 in 16 (`vkattn run`,
-    // cache in L2; `vkattn bench decode`, cold: ctx=512 17.7 -> 14.5 us).
+    // batch is small: more SMs share a short context.
     min_keys = 64;
-    // paged_attention_subgroup.comp, measured on an H200 (132 SMs) with
-    // workgroups of 4 subgroups, Hq 32 / Hkv 8, d 128: at most one workgroup
-    // per SM (matrix_subgroups then gives it 8) unless segments stay long. B=1 ctx=32768: 16 segments 58 us, 32
-    // segments 66 us (an earlier build: 17 segments 110 us, four SMs ran two);
-    // B=16 ctx=4096: no split 98 us, 2 segments 104 us. Two per SM pays when
-    // each subgroup then still has >= 64 tiles (B=16 ctx=32768).
+    // At most one workgroup per SM (matrix_subgroups then gives it 8) unless
+    // segments stay long: two per SM pays only when each subgroup still has
+    // >= 64 tiles, and a segment count that leaves some SMs two workgroups
+    // waits on those SMs.
     const uint64_t one = std::max<uint64_t>(1, sms / items);
     const uint64_t two = std::max<uint64_t>(1, 2ull * sms / items);
     by_fill = uint64_t(max_range) / two >= 4096 ? two : one;
@@ -114,22 +106,18 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
 }
 
 uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& st) {
-  // Measured on an H200 (132 SMs), Hq 32 / Hkv 8, d 128, 8-row decode tiles.
+  // Tuned on an H200 with Hq 32 / Hkv 8, d 128, 8-row decode tiles
+  // (DEVELOPERS.md, "The decode schedule's rules").
   const int64_t longest = st.longest;
   // At most one workgroup per SM: as many subgroups as shared memory allows
   // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
-  // 4 -> 8: B=1 ctx=32768 (16 segments) 57.2 -> 47.5 us, B=16 ctx=4096
-  // 94.1 -> 72.9 us; B=1 ctx=512 (segments of 64 keys) 14.2 -> 15.5 us.
   const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
   if (st.items <= sms) return longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
   // Many items of about the same length run faster in workgroups of 2: at 168
   // registers an SM holds 6 of them (12 subgroups) against 3 of 4, and each
   // workgroup's fixed cost (query, first loads, the final merge) is paid by
-  // half as many subgroups. 4 -> 2: B=64 ctx=512 67.8 -> 59.4 us, ctx=4096
-  // 357.8 -> 348.4 us; B=256 ctx=512 253.4 -> 218.8 us, ctx=4096 1410 ->
-  // 1382 us. Fewer items leave SMs idle (B=16 ctx=4096, 128 items: 94 -> 160
-  // us), and uneven ones wait on the longest item, which 2 subgroups take
-  // twice as long over (a varlen batch of 424 items: 132 -> 190 us).
+  // half as many subgroups. Fewer items leave SMs idle, and uneven ones wait
+  // on the longest item, which 2 subgroups take twice as long over.
   if (usual <= 2 || st.items < 3ull * sms) return usual;
   return st.even() ? 2 : usual;
 }
