@@ -151,6 +151,7 @@ class HostileDeviceMetadata : public VkTest {
   void corrupt(Rng& r, std::vector<int32_t>& qsl, std::vector<int32_t>& lens, std::vector<int32_t>& table, uint32_t T,
                uint32_t capacity) const {
     const int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+    auto step = [](int32_t x, int32_t by) { return int32_t(uint32_t(x) + uint32_t(by)); };   // wraps, as a device's int would
     const int32_t nb = int32_t(cfg_.num_blocks);
     for (uint32_t n = 1 + r.below(3); n > 0; --n) {
       switch (r.below(4)) {
@@ -162,12 +163,12 @@ class HostileDeviceMetadata : public VkTest {
         case 1: {
           if (lens.empty()) break;
           int32_t& l = lens[r.below(static_cast<uint32_t>(lens.size()))];
-          l = pick<int32_t>(r, {-1, lo, hi, l + 1, l - 1, int32_t(capacity), int32_t(capacity) + 1, 0, int32_t(r.below(60))});
+          l = pick<int32_t>(r, {-1, lo, hi, step(l, 1), step(l, -1), int32_t(capacity), int32_t(capacity) + 1, 0, int32_t(r.below(60))});
           break;
         }
         case 2: {
           int32_t& q = qsl[r.below(static_cast<uint32_t>(qsl.size()))];
-          q = pick<int32_t>(r, {-1, lo, hi, int32_t(T), int32_t(T) + 1, q + 1, q - 1, int32_t(r.below(T + 1))});
+          q = pick<int32_t>(r, {-1, lo, hi, int32_t(T), int32_t(T) + 1, step(q, 1), step(q, -1), int32_t(r.below(T + 1))});
           break;
         }
         default:
