@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "context_impl.hpp"
@@ -32,26 +34,43 @@ namespace {
 
 constexpr uint32_t kMaxChunks = 64;   // the kernels' chunk table (paged_attention_io.glsl)
 
+// A float for a message: std::to_string would print 1e-40 as 0.000000.
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(v));
+  return buf;
+}
+
+[[noreturn]] void bad_field(std::string_view prefix, const std::string& field, const std::string& value,
+                            const std::string& expected) {
+  throw Error(std::string(prefix) + field + " = " + value + " is not supported: expected " + expected);
+}
+
 void check_config(const KvCacheConfig& c) {
-  auto bad = [](const std::string& field, const std::string& value, const std::string& expected) {
-    throw Error("PagedKvCache: " + field + " = " + value + " is not supported: expected " + expected);
-  };
-  if (c.num_blocks == 0) bad("num_blocks", "0", "at least 1");
-  if (c.block_size == 0 || c.block_size > 1024) bad("block_size", std::to_string(c.block_size), "1 to 1024");
-  if (c.num_kv_heads == 0 || c.num_kv_heads > 1024) bad("num_kv_heads", std::to_string(c.num_kv_heads), "1 to 1024");
-  if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
-    bad("head_size", std::to_string(c.head_size), "a multiple of 16 from 16 to 256");
-  if (c.dtype != DType::f16 && c.dtype != DType::bf16 && !is_fp8(c.dtype))
-    bad("dtype", detail::dtype_text(c.dtype), "f16, bf16, fp8_e4m3 or fp8_e5m2");
-  if (c.layout != KvLayout::nhd && c.layout != KvLayout::hnd && c.layout != KvLayout::split)
-    bad("layout", "KvLayout(" + std::to_string(static_cast<uint32_t>(c.layout)) + ")", "nhd, hnd or split");
+  const std::string_view prefix = "PagedKvCache: ";
+  if (c.num_blocks == 0) bad_field(prefix, "num_blocks", "0", "at least 1");
+  detail::check_cache_geometry(prefix, c);
+  // write_kv_cache stores value * (1 / scale): below 2^-126 the reciprocal
+  // is inf in f32, and a zero value would be stored as NaN.
   for (auto [name, s] : {std::pair{"k_scale", c.k_scale}, std::pair{"v_scale", c.v_scale}})
-    if (!(s > 0.0f) || !std::isfinite(s)) bad(name, std::to_string(s), "a finite value > 0");
+    if (!(s >= std::numeric_limits<float>::min()) || !std::isfinite(s))
+      bad_field(prefix, name, float_text(s), "a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
   if (uint64_t(c.num_blocks) * c.block_size > 0x7fffffffull)
-    bad("num_blocks * block_size", std::to_string(uint64_t(c.num_blocks) * c.block_size), "fewer than 2^31 slots");
+    bad_field(prefix, "num_blocks * block_size", std::to_string(uint64_t(c.num_blocks) * c.block_size), "fewer than 2^31 slots");
 }
 
 }  // namespace
+
+void detail::check_cache_geometry(std::string_view prefix, const KvCacheConfig& c) {
+  if (c.block_size == 0 || c.block_size > 1024) bad_field(prefix, "block_size", std::to_string(c.block_size), "1 to 1024");
+  if (c.num_kv_heads == 0 || c.num_kv_heads > 1024) bad_field(prefix, "num_kv_heads", std::to_string(c.num_kv_heads), "1 to 1024");
+  if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
+    bad_field(prefix, "head_size", std::to_string(c.head_size), "a multiple of 16 from 16 to 256");
+  if (c.dtype != DType::f16 && c.dtype != DType::bf16 && !is_fp8(c.dtype))
+    bad_field(prefix, "dtype", detail::dtype_text(c.dtype), "f16, bf16, fp8_e4m3 or fp8_e5m2");
+  if (c.layout != KvLayout::nhd && c.layout != KvLayout::hnd && c.layout != KvLayout::split)
+    bad_field(prefix, "layout", "KvLayout(" + std::to_string(static_cast<uint32_t>(c.layout)) + ")", "nhd, hnd or split");
+}
 
 PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
     : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), config.num_blocks)) {
@@ -132,6 +151,28 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<
     }
     total += c.num_blocks;
     chunks_.push_back(c);
+  }
+  // Every block needs memory of its own: where two chunks (or a chunk's K and
+  // V) share bytes, writing one block would change another. Sorted by start,
+  // an overlap always shows between neighbours.
+  struct Range {
+    VkDeviceAddress begin, end;
+    std::size_t chunk;
+    const char* part;
+  };
+  std::vector<Range> ranges;
+  for (std::size_t i = 0; i < chunks_.size(); ++i) {
+    const uint64_t bytes = uint64_t(chunks_[i].num_blocks) * block_bytes_;
+    ranges.push_back({chunks_[i].k_address, chunks_[i].k_address + bytes, i, "K"});
+    ranges.push_back({chunks_[i].v_address, chunks_[i].v_address + bytes, i, "V"});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    const Range &a = ranges[i - 1], &b = ranges[i];
+    if (b.begin < a.end)
+      bad("chunk " + std::to_string(a.chunk) + "'s " + a.part + " blocks (device addresses " + std::to_string(a.begin) + " to " +
+          std::to_string(a.end) + ") overlap chunk " + std::to_string(b.chunk) + "'s " + b.part + " blocks (from " +
+          std::to_string(b.begin) + "): every block needs memory of its own");
   }
   if (total != config.num_blocks)
     bad("the chunks hold " + std::to_string(total) + " blocks, expected config.num_blocks = " + std::to_string(config.num_blocks));

@@ -9,6 +9,9 @@ namespace {
 
 std::string named(std::string_view op, std::string_view name) { return std::string(op) + ": " + std::string(name); }
 
+// No buffer is this large; sizes below it fit 64-bit arithmetic with room to spare.
+constexpr __int128 kMaxViewBytes = __int128(1) << 62;
+
 }  // namespace
 
 void check_view(std::string_view op, std::string_view name, const TensorView& v, std::initializer_list<DType> dtypes,
@@ -18,18 +21,31 @@ void check_view(std::string_view op, std::string_view name, const TensorView& v,
     for (DType t : dtypes) list += (list.empty() ? "" : ", ") + std::string(dtype_name(t));
     throw Error(named(op, name) + " has dtype " + dtype_text(v.dtype) + ", expected " + list);
   }
-  bool ok = v.shape.size() == shape.size() && (v.strides.empty() || v.strides.size() == v.shape.size());
+  bool ok = v.shape.size() == shape.size();
   for (std::size_t d = 0; ok && d < shape.size(); ++d)
     ok = v.shape[d] >= 0 && (shape.begin()[d] < 0 || v.shape[d] == shape.begin()[d]);
-  if (ok) return;
-  std::string expected = "[", names = "[";
-  std::size_t i = 0;
-  for (int64_t e : shape) {
-    expected += (i ? ", " : "") + (e < 0 ? std::string("*") : std::to_string(e));
-    names += (i ? ", " : "") + std::string(dims.begin()[i]);
-    ++i;
+  if (!ok) {
+    std::string expected = "[", names = "[";
+    std::size_t i = 0;
+    for (int64_t e : shape) {
+      expected += (i ? ", " : "") + (e < 0 ? std::string("*") : std::to_string(e));
+      names += (i ? ", " : "") + std::string(dims.begin()[i]);
+      ++i;
+    }
+    throw Error(named(op, name) + " has shape " + v.shape_string() + ", expected " + expected + "] " + names + "]");
   }
-  throw Error(named(op, name) + " has shape " + v.shape_string() + ", expected " + expected + "] " + names + "]");
+  if (!v.strides.empty() && v.strides.size() != v.shape.size())
+    throw Error(named(op, name) + " has " + std::to_string(v.strides.size()) + " strides for its " +
+                std::to_string(v.shape.size()) + " dimensions " + v.shape_string() +
+                ": expected one stride per dimension, or none (contiguous)");
+  // Extents whose product no buffer could hold: refused before anything
+  // computes element counts or contiguous strides from them in 64 bits.
+  // (Zero extents are left out: the library multiplies extents left to right.)
+  __int128 bytes = dtype_size(v.dtype);
+  for (int64_t e : v.shape)
+    if (e > 0 && (bytes *= e) > kMaxViewBytes)
+      throw Error(named(op, name) + " has shape " + v.shape_string() + ": more than 2^62 bytes of " +
+                  dtype_text(v.dtype) + ", more than any buffer holds");
 }
 
 void check_strides(std::string_view op, std::string_view name, const TensorView& v) {
@@ -40,6 +56,16 @@ void check_strides(std::string_view op, std::string_view name, const TensorView&
     if (v.stride(d) < 0 || v.stride(d) > std::numeric_limits<uint32_t>::max())
       throw Error(named(op, name) + ": stride " + std::to_string(v.stride(d)) + " of dimension " + std::to_string(d) +
                   " is not supported: expected 0 to 2^32-1 elements");
+  // The byte past the view's last element, which the bounds check compares
+  // with the buffer's size: in 128 bits, since an offset near 2^64 (or
+  // extents times strides past 2^63) would wrap and pass that check.
+  if (v.numel() == 0) return;
+  __int128 last = 0;
+  for (std::size_t d = 0; d < v.shape.size(); ++d) last += __int128(v.shape[d] - 1) * v.stride(d);
+  const __int128 end = __int128(v.offset) + (last + 1) * __int128(dtype_size(v.dtype));
+  if (end > kMaxViewBytes)
+    throw Error(named(op, name) + ": the view " + v.shape_string() + " from byte " + std::to_string(v.offset) +
+                " reaches past byte 2^62, beyond any buffer");
 }
 
 void check_distinct_elements(std::string_view op, std::string_view name, const TensorView& v) {
@@ -80,6 +106,27 @@ void check_apart(std::string_view op, std::span<const NamedView> outputs, std::s
     };
     for (std::size_t j = i + 1; j < outputs.size(); ++j) clash(outputs[j]);
     for (const auto& o : others) clash(o);
+  }
+}
+
+void check_apart_from_cache(std::string_view op, std::span<const NamedView> views, const PagedKvCache& cache,
+                            std::string_view rule) {
+  for (const NamedView& nv : views) {
+    if (!nv.view || nv.view->numel() == 0) continue;
+    const TensorView& v = *nv.view;
+    for (uint32_t i = 0; i < cache.num_chunks(); ++i) {
+      const KvCacheChunk& c = cache.chunk(i);
+      const VkDeviceSize bytes = VkDeviceSize(c.num_blocks) * cache.block_bytes();
+      for (bool is_v : {false, true}) {
+        const BufferRef& b = is_v ? c.v_buffer : c.k_buffer;
+        const VkDeviceSize at = is_v ? c.v_offset : c.k_offset;
+        if (!b.buffer || b.buffer != v.buffer.buffer || !(v.offset < at + bytes && at < v.end_byte())) continue;
+        throw Error(std::string(op) + ": " + nv.name + " (bytes " + std::to_string(v.offset) + " to " + std::to_string(v.end_byte()) +
+                    ") overlaps the cache's " + (is_v ? "V" : "K") + " chunk " + std::to_string(i) + " (bytes " +
+                    std::to_string(at) + " to " + std::to_string(at + bytes) +
+                    ") in the same buffer: " + std::string(rule));
+      }
+    }
   }
 }
 

@@ -68,7 +68,8 @@ class PagedKvCache {
   // the device's memory (VK_EXT_memory_budget where the device has it).
   PagedKvCache(Context& ctx, const KvCacheConfig& config);
   // A cache over the application's memory. Every chunk but the last must
-  // hold the same number of blocks, and they must add up to config.num_blocks.
+  // hold the same number of blocks, they must add up to config.num_blocks,
+  // and no two chunks (nor a chunk's K and V) may share bytes.
   PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<const KvCacheChunk> chunks);
   ~PagedKvCache();
   PagedKvCache(PagedKvCache&&) noexcept;

@@ -18,7 +18,8 @@ namespace vkattn {
 class Context;
 
 // vLLM's reshape_and_cache: key and value [num_tokens, num_kv_heads, head_size]
-// (f16, bf16 or f32; last dimension contiguous) are written to cache slots
+// (f16, bf16 or f32; last dimension contiguous; neither they nor slot_mapping
+// may share memory with the cache) are written to cache slots
 // slot_mapping[num_tokens] (i32 or i64; slot = block * block_size + offset in
 // block; a negative slot is padding and is skipped). Values are converted to the
 // cache dtype, rounding to nearest even and saturating to its largest finite

@@ -132,8 +132,10 @@ class PagedAttentionPlan {
  public:
   // A plan for one batch: num_tokens = query_start_loc[num_seqs]. Checks the
   // lengths (non-decreasing query_start_loc from 0, query_len <= seq_len
-  // unless seq_len is 0) and the shapes (num_q_heads a multiple of the cache's
-  // kv heads, q dtype), and throws vkattn::Error naming the field.
+  // unless seq_len is 0), the shapes (num_q_heads a multiple of the cache's
+  // kv heads, q dtype), the cache's geometry (as PagedKvCache checks it,
+  // except num_blocks and the scales) and the options, and throws
+  // vkattn::Error naming the field.
   PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                      const PagedAttentionLengths& lengths, const PagedAttentionPlanOptions& options = {});
   // A replay plan: num_tokens = limits.max_num_tokens.

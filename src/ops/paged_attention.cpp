@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "abi/paged_attention.h"
 #include "../context_impl.hpp"
@@ -61,6 +63,15 @@ void check_shapes(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype) {
     fail("q dtype " + dtype_text(q_dtype) + " is not supported: expected f16 or bf16");
   if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
     fail("the cache's head_size = " + std::to_string(c.head_size) + " is not supported: expected a multiple of 16 up to 256");
+  // The rest of the geometry the kernels are specialised for (a plan and
+  // prepare take a KvCacheConfig alone, before or without any cache).
+  check_cache_geometry("paged_attention: the cache's ", c);
+}
+
+void check_options(const PagedAttentionPlanOptions& o) {
+  if (o.split != SplitKv::automatic && o.split != SplitKv::off && o.split != SplitKv::on)
+    fail("options.split = SplitKv(" + std::to_string(static_cast<uint32_t>(o.split)) +
+         ") is not supported: expected automatic, off or on");
 }
 
 // The lengths' sizes and order; returns the longest query.
@@ -178,6 +189,7 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
                                        const PagedAttentionLengths& lengths, const PagedAttentionPlanOptions& options)
     : data_(std::make_unique<PagedAttentionPlanData>()) {
   check_shapes(cache, num_q_heads, q_dtype);
+  check_options(options);
   auto& p = *data_;
   p.cache = cache;
   p.num_q_heads = num_q_heads;
@@ -195,12 +207,13 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
                                        const PagedAttentionLimits& limits, const PagedAttentionPlanOptions& options)
     : data_(std::make_unique<PagedAttentionPlanData>()) {
   check_shapes(cache, num_q_heads, q_dtype);
+  check_options(options);
   if (limits.max_query_len > limits.max_num_tokens)
     fail("limits.max_query_len = " + std::to_string(limits.max_query_len) + " exceeds limits.max_num_tokens = " +
          std::to_string(limits.max_num_tokens));
-  if (limits.num_seqs > (1u << 30) || limits.max_num_tokens > (1u << 30))
-    fail("limits of " + std::to_string(limits.num_seqs) + " sequences and " + std::to_string(limits.max_num_tokens) +
-         " tokens are not supported: expected at most 2^30 each");
+  for (auto [name, value] : {std::pair{"num_seqs", limits.num_seqs}, std::pair{"max_num_tokens", limits.max_num_tokens}})
+    if (value > (1u << 30))
+      fail(std::string("limits.") + name + " = " + std::to_string(value) + " is not supported: expected at most 2^30");
   auto& p = *data_;
   p.cache = cache;
   p.num_q_heads = num_q_heads;
@@ -238,9 +251,9 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   const auto& p = *data_;
   auto& impl = ctx.impl();
   if (p.context_id != impl.id) fail("the plan was made for another Context");
+  for (const auto& v : variants) check_variant(v);   // before any pipeline is compiled
   check_pipeline(impl, p, p.schedule.bm, p.schedule.one_tile_per_seq);
   for (const auto& v : variants) {
-    check_variant(v);
     main_pipeline(impl, p.path, main_spec(p, p.schedule.bm, p.schedule.bn, p.schedule.workgroup, p.schedule.one_tile_per_seq,
                                           p.max_query_len <= 1, v, impl.caps.subgroup_size));
     if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v));
@@ -250,6 +263,7 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
 void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                              std::span<const PagedAttentionVariant> variants) {
   check_shapes(cache, num_q_heads, q_dtype);
+  for (const auto& v : variants) check_variant(v);   // before any pipeline is compiled
   auto& impl = ctx.impl();
   PagedAttentionPlanData p;
   p.cache = cache;
@@ -272,7 +286,6 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
   for (const Tile& t : tiles)
     for (bool one_tile : {true, false}) check_pipeline(impl, p, t.bm, one_tile);
   for (const auto& v : variants) {
-    check_variant(v);
     for (const Tile& t : tiles)
       for (bool one_tile : {true, false})
         for (bool single_token : {true, false})
@@ -290,7 +303,13 @@ void check_params(const PagedAttentionParams& o, uint32_t num_q_heads, uint32_t 
   if (!(o.scale > 0) || !std::isfinite(o.scale)) fail("scale = " + std::to_string(o.scale) + ", expected a finite value > 0");
   if (o.sliding_window < 0) fail("sliding_window = " + std::to_string(o.sliding_window) + ", expected 0 (none) or > 0");
   if (!(o.softcap >= 0) || !std::isfinite(o.softcap)) fail("softcap = " + std::to_string(o.softcap) + ", expected 0 (none) or > 0");
-  if (!(o.out_scale > 0) || !std::isfinite(o.out_scale)) fail("out_scale = " + std::to_string(o.out_scale) + ", expected a finite value > 0");
+  // fp8 outputs are stored as out * (1 / out_scale): below 2^-126 the
+  // reciprocal is inf in f32, and a zero output would be stored as NaN.
+  if (!(o.out_scale >= std::numeric_limits<float>::min()) || !std::isfinite(o.out_scale)) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", double(o.out_scale));
+    fail(std::string("out_scale = ") + v + ", expected a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
+  }
   const int64_t H = num_q_heads;
   if (o.alibi_slopes) {
     check_view(kOp, "alibi_slopes", *o.alibi_slopes, {DType::f32}, {H}, {"num_q_heads"});
@@ -362,6 +381,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
                               {a.params.sinks ? &*a.params.sinks : nullptr, "sinks"},
                               {a.params.qq_bias ? &*a.params.qq_bias : nullptr, "qq_bias"}};
   check_apart(kOp, outputs, inputs);
+  check_apart_from_cache(kOp, outputs, cache, "an output must not share memory with the cache it reads");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
   if (T == 0 || sch.num_workgroups == 0) return;
 

@@ -33,6 +33,8 @@ const Pipeline& pipeline(ContextImpl& impl, Path path, const KvCacheConfig& c, D
 
 void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType input, DType slots) {
   auto& impl = ctx.impl();
+  // The geometry the pipelines are specialised for (there is no cache yet to have checked it).
+  check_cache_geometry("prepare_write_kv_cache: the cache's ", cache);
   if (input != DType::f16 && input != DType::bf16 && input != DType::f32)
     throw Error("write_kv_cache: input dtype " + dtype_text(input) + " is not supported: expected f16, bf16 or f32");
   if (slots != DType::i32 && slots != DType::i64)
@@ -54,6 +56,8 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
   check_strides(kOp, "key", key);
   check_strides(kOp, "value", value);
   check_strides(kOp, "slot_mapping", slot_mapping);
+  const NamedView inputs[] = {{&key, "key"}, {&value, "value"}, {&slot_mapping, "slot_mapping"}};
+  check_apart_from_cache(kOp, inputs, cache, "an input must not share memory with the cache it writes");
   if (!cmd) throw Error("write_kv_cache: the command buffer is VK_NULL_HANDLE");
   if (n == 0) return;
 

@@ -1,0 +1,239 @@
+// Inputs the hostile-input generators found mishandled (test_hostile_inputs.cpp,
+// test_hostile_cache_inputs.cpp), kept as named cases: each failed before
+// its fix, as its comment says.
+#include <limits>
+
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+// Records into a command buffer that is never submitted: were a check to
+// regress, the test fails instead of running what it recorded.
+template <class F>
+void record_only(Context& ctx, F&& record) {
+  struct Abandon {};
+  try {
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) {
+      record(cmd);
+      throw Abandon{};
+    });
+  } catch (const Abandon&) {
+  }
+}
+
+class HostileRegressions : public VkTest {
+ protected:
+  KvCacheConfig cfg_{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 16};
+};
+
+// An offset near 2^64 made end_byte() wrap to a small number, which passed
+// the bounds check: write_kv_cache recorded the dispatch, and its submission
+// crashed (SIGSEGV on lavapipe).
+TEST_F(HostileRegressions, ViewWhoseEndWrapsPast64BitsIsRefused) {
+  PagedKvCache cache(ctx(), cfg_);
+  Buffer kv(ctx(), 4096), slots(ctx(), 64);
+  const TensorView key = TensorView::contiguous(kv, DType::f16, {2, 1, 16});
+  TensorView s = TensorView::contiguous(slots, DType::i32, {2});
+  s.offset = std::numeric_limits<VkDeviceSize>::max() / 4 * 4;   // end: offset + 8, past 2^64
+  record_only(ctx(), [&](VkCommandBuffer cmd) {
+    EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), cache, key, key, s, cmd), "write_kv_cache: slot_mapping: the view [2]",
+                        "reaches past byte 2^62");
+  });
+  const std::vector<int32_t> qsl{0, 2}, lens{2};
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  PagedAttentionArgs a;
+  a.q = key;
+  a.out = TensorView::contiguous(kv, DType::f16, {2, 1, 16}, 1024);
+  a.out.offset = std::numeric_limits<VkDeviceSize>::max() / 2 * 2 - 2;
+  a.batch.query_start_loc = TensorView::contiguous(slots, DType::i32, {2});
+  a.batch.seq_lens = TensorView::contiguous(slots, DType::i32, {1}, 8);
+  a.batch.block_table = TensorView::contiguous(slots, DType::i32, {1, 1}, 12);
+  a.params.scale = 0.25f;
+  record_only(ctx(), [&](VkCommandBuffer cmd) {
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a, cmd), "paged_attention: out: the view", "reaches past byte 2^62");
+  });
+}
+
+// Extents whose byte count overflows 64 bits: element counts were computed
+// in int64 (undefined behaviour; a split plan's workspace of 2^62 + 2^20
+// floats wrapped to 4 MiB and passed both the size and the bounds check).
+TEST_F(HostileRegressions, ExtentsPast2To62BytesAreRefused) {
+  PagedKvCache cache(ctx(), cfg_);
+  Buffer buf(ctx(), 1 << 16);
+  const std::vector<int32_t> qsl{0, 1}, lens{40};
+  PagedAttentionPlanOptions o;
+  o.split = SplitKv::on;
+  o.num_segments = 2;
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens}, o);
+  auto args = [&] {
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(buf, DType::f16, {1, 1, 16});
+    a.out = TensorView::contiguous(buf, DType::f16, {1, 1, 16}, 256);
+    a.batch.query_start_loc = TensorView::contiguous(buf, DType::i32, {2}, 512);
+    a.batch.seq_lens = TensorView::contiguous(buf, DType::i32, {1}, 528);
+    a.batch.block_table = TensorView::contiguous(buf, DType::i32, {1, 3}, 544);
+    a.params.scale = 0.25f;
+    a.workspace = TensorView::contiguous(buf, DType::f32, {(int64_t(1) << 62) + (1 << 20)}, 1024);
+    return a;
+  };
+  record_only(ctx(), [&](VkCommandBuffer cmd) {
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, args(), cmd), "paged_attention: workspace has shape [4611686018428436480]",
+                        "more than 2^62 bytes");
+    auto a = args();
+    a.workspace->shape = {int64_t(plan.workspace_bytes() / 4)};
+    a.params.qq_bias = TensorView::contiguous(buf, DType::f32, {int64_t(1) << 40, int64_t(1) << 40}, 2048);
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a, cmd), "paged_attention: qq_bias has shape", "more than 2^62 bytes");
+    a.params.qq_bias.reset();
+    a.batch.block_table.shape = {1, int64_t(1) << 62};
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a, cmd), "paged_attention: block_table has shape", "more than 2^62 bytes");
+  });
+}
+
+// Strides given for another number of dimensions were reported as a shape
+// that matched what it expected ("q has shape [2, 1, 16], expected [2, 1, 16]").
+TEST_F(HostileRegressions, StridesForAnotherRankAreNamedAsStrides) {
+  PagedKvCache cache(ctx(), cfg_);
+  Buffer kv(ctx(), 4096);
+  TensorView key = TensorView::contiguous(kv, DType::f16, {2, 1, 16});
+  const TensorView slots = TensorView::contiguous(kv, DType::i32, {2}, 2048);
+  key.strides = {16, 1};
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), cache, key, key, slots), "write_kv_cache: key has 2 strides for its 3 dimensions [2, 1, 16]");
+}
+
+// A plan and prepare take a KvCacheConfig alone: its block size, kv heads
+// (up to 1024), dtype and layout went unchecked, so a plan was made for a
+// geometry no cache can have (with 2^31 kv heads, a split plan's workspace
+// size and workgroup count wrapped to 0) and prepare compiled pipelines for it.
+TEST_F(HostileRegressions, PlansAndPrepareRefuseAGeometryNoCacheCanHave) {
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  const PagedAttentionLengths lengths{qsl, lens};
+  KvCacheConfig c = cfg_;
+  c.block_size = 0;
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), c, 1, DType::f16, lengths), "paged_attention: the cache's block_size = 0",
+                      "1 to 1024");
+  EXPECT_VKATTN_ERROR(prepare_paged_attention(ctx(), c, 1, DType::f16, {}), "the cache's block_size = 0");
+  EXPECT_VKATTN_ERROR(prepare_write_kv_cache(ctx(), c, DType::f16, DType::i32),
+                      "prepare_write_kv_cache: the cache's block_size = 0");
+  c = cfg_;
+  c.dtype = DType::f32;
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), c, 1, DType::f16, lengths), "the cache's dtype = f32");
+  EXPECT_VKATTN_ERROR(prepare_write_kv_cache(ctx(), c, DType::f16, DType::i32), "the cache's dtype = f32");
+  c = cfg_;
+  c.layout = static_cast<KvLayout>(7);
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), c, 1, DType::f16, lengths), "the cache's layout = KvLayout(7)");
+  c = cfg_;
+  c.num_kv_heads = 1u << 31;
+  c.head_size = 256;
+  PagedAttentionPlanOptions o;
+  o.split = SplitKv::on;
+  o.num_segments = 256;
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), c, 1u << 31, DType::f16,
+                                         PagedAttentionLimits{.num_seqs = 1u << 30, .max_num_tokens = 1u << 30, .max_query_len = 1}, o),
+                      "the cache's num_kv_heads = 2147483648", "1 to 1024");
+  EXPECT_EQ(ctx().pipelines_created(), 0u);
+}
+
+// A SplitKv outside the enum was taken for SplitKv::off.
+TEST_F(HostileRegressions, SplitOutsideTheEnumIsRefused) {
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  PagedAttentionPlanOptions o;
+  o.split = static_cast<SplitKv>(3);
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens}, o),
+                      "options.split = SplitKv(3)", "automatic, off or on");
+}
+
+// The limits' sizes were reported as "limits of N sequences and M tokens".
+TEST_F(HostileRegressions, LimitsNameTheirField) {
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg_, 1, DType::f16, PagedAttentionLimits{.num_seqs = (1u << 30) + 1, .max_num_tokens = 4}),
+                      "limits.num_seqs = 1073741825", "at most 2^30");
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg_, 1, DType::f16, PagedAttentionLimits{.num_seqs = 1, .max_num_tokens = 0xFFFFFFFFu}),
+                      "limits.max_num_tokens = 4294967295");
+}
+
+// Scales below 2^-126 were accepted though their reciprocal, which the
+// kernels multiply by, is inf in f32: write_kv_cache stored a zero key as
+// NaN (0 * inf) in an fp8 cache, and an fp8 output of 0 would be NaN too.
+TEST_F(HostileRegressions, ScalesWhoseReciprocalIsInfAreRefused) {
+  KvCacheConfig c = cfg_;
+  c.dtype = DType::fp8_e4m3;
+  c.k_scale = 1e-40f;
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), c), "PagedKvCache: k_scale = ", "at least 2^-126");
+  c.k_scale = 1;
+  c.v_scale = 5e-39f;
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), c), "PagedKvCache: v_scale = ", "at least 2^-126");
+  c.v_scale = std::numeric_limits<float>::min();   // 2^-126 itself is fine
+  EXPECT_NO_THROW(PagedKvCache(ctx(), c));
+
+  PagedKvCache cache(ctx(), cfg_);
+  Buffer buf(ctx(), 4096);
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(buf, DType::f16, {1, 1, 16});
+  a.out = TensorView::contiguous(buf, DType::fp8_e4m3, {1, 1, 16}, 256);
+  a.batch.query_start_loc = TensorView::contiguous(buf, DType::i32, {2}, 512);
+  a.batch.seq_lens = TensorView::contiguous(buf, DType::i32, {1}, 528);
+  a.batch.block_table = TensorView::contiguous(buf, DType::i32, {1, 1}, 544);
+  a.params.scale = 0.25f;
+  a.params.out_scale = 1e-40f;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a, VK_NULL_HANDLE), "paged_attention: out_scale = ", "at least 2^-126");
+}
+
+// Chunks of the application's memory that share bytes were accepted: writing
+// one block then changed another.
+TEST_F(HostileRegressions, ChunksThatShareMemoryAreRefused) {
+  Buffer mem(ctx(), 1 << 16);
+  const uint64_t block = 16 * 16 * 2;
+  KvCacheChunk a{.k_buffer = mem, .v_buffer = mem, .k_offset = 0, .v_offset = 2 * block, .num_blocks = 2};
+  KvCacheChunk b{.k_buffer = mem, .v_buffer = mem, .k_offset = 4 * block, .v_offset = 6 * block, .num_blocks = 2};
+  const std::vector<KvCacheChunk> fine{a, b};
+  EXPECT_NO_THROW(PagedKvCache(ctx(), cfg_, fine));
+  KvCacheChunk kv_same = a;
+  kv_same.v_offset = block;   // V's first block is K's second
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), cfg_, std::vector<KvCacheChunk>{kv_same, b}), "chunk 0's K blocks", "overlap chunk 0's V blocks");
+  KvCacheChunk b_on_a = b;
+  b_on_a.k_offset = 3 * block;   // over a's V
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), cfg_, std::vector<KvCacheChunk>{a, b_on_a}), "chunk 0's V blocks", "overlap chunk 1's K blocks");
+}
+
+// prepare compiled the check kernels for every tile before it looked at the
+// variants, then refused a bad output dtype.
+TEST_F(HostileRegressions, PrepareRefusesABadVariantBeforeCompilingAnything) {
+  PagedAttentionVariant bad;
+  bad.out_dtype = DType::i32;
+  const PagedAttentionVariant variants[] = {PagedAttentionVariant{}, bad};
+  EXPECT_VKATTN_ERROR(prepare_paged_attention(ctx(), cfg_, 1, DType::f16, variants), "out dtype i32");
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  EXPECT_VKATTN_ERROR(plan.prepare(ctx(), variants), "out dtype i32");
+  EXPECT_EQ(ctx().pipelines_created(), 0u);
+}
+
+// Views in the memory of a cache over the application's buffers were not
+// compared with it: paged_attention wrote its output into the K/V blocks it
+// was reading, and write_kv_cache read its inputs from the blocks it wrote.
+TEST_F(HostileRegressions, ViewsOverTheCachesMemoryAreRefused) {
+  Buffer mem(ctx(), 1 << 16);
+  const uint64_t block = 16 * 16 * 2;
+  const KvCacheChunk chunk{.k_buffer = mem, .v_buffer = mem, .k_offset = 0, .v_offset = 4 * block, .num_blocks = 4};
+  PagedKvCache cache(ctx(), cfg_, std::span<const KvCacheChunk>(&chunk, 1));
+  const TensorView in_v = TensorView::contiguous(mem, DType::f16, {2, 1, 16}, 5 * block);
+  const TensorView key = TensorView::contiguous(mem, DType::f16, {2, 1, 16}, 8 * block);
+  const TensorView slots = TensorView::contiguous(mem, DType::i32, {2}, 8 * block + 1024);
+  EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), cache, key, in_v, slots), "write_kv_cache: value (bytes 2560 to 2624) overlaps the cache's V chunk 0");
+
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(mem, DType::f16, {1, 1, 16}, 8 * block);
+  a.out = TensorView::contiguous(mem, DType::f16, {1, 1, 16}, 64);   // in K's block 0
+  a.batch.query_start_loc = TensorView::contiguous(mem, DType::i32, {2}, 8 * block + 512);
+  a.batch.seq_lens = TensorView::contiguous(mem, DType::i32, {1}, 8 * block + 528);
+  a.batch.block_table = TensorView::contiguous(mem, DType::i32, {1, 1}, 8 * block + 544);
+  a.params.scale = 0.25f;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), "paged_attention: out (bytes 64 to 96) overlaps the cache's K chunk 0");
+}
+
+}  // namespace
+}  // namespace vkattn::test
