@@ -79,7 +79,10 @@ void check_distinct_elements(std::string_view op, std::string_view name, const T
     if (n == 8) return;   // no op takes views of more than 8 dimensions
     dims[n++] = {v.shape[d], v.stride(d)};
   }
-  std::sort(dims, dims + n, [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  // Insertion sort: at most 8 entries (and std::sort's unrolled threshold of
+  // 16 made GCC 12 warn of reads past the array it never takes).
+  for (std::size_t i = 1; i < n; ++i)
+    for (std::size_t j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j) std::swap(dims[j], dims[j - 1]);
   int64_t span = 1;   // elements the inner dimensions cover
   for (std::size_t i = 0; i < n; ++i) {
     if (dims[i].stride < span)
