@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -34,13 +33,6 @@ namespace {
 
 constexpr uint32_t kMaxChunks = 64;   // the kernels' chunk table (paged_attention_io.glsl)
 
-// A float for a message: std::to_string would print 1e-40 as 0.000000.
-std::string float_text(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", double(v));
-  return buf;
-}
-
 [[noreturn]] void bad_field(std::string_view prefix, const std::string& field, const std::string& value,
                             const std::string& expected) {
   throw Error(std::string(prefix) + field + " = " + value + " is not supported: expected " + expected);
@@ -50,11 +42,9 @@ void check_config(const KvCacheConfig& c) {
   const std::string_view prefix = "PagedKvCache: ";
   if (c.num_blocks == 0) bad_field(prefix, "num_blocks", "0", "at least 1");
   detail::check_cache_geometry(prefix, c);
-  // write_kv_cache stores value * (1 / scale): below 2^-126 the reciprocal
-  // is inf in f32, and a zero value would be stored as NaN.
+  // write_kv_cache stores value * (1 / scale).
   for (auto [name, s] : {std::pair{"k_scale", c.k_scale}, std::pair{"v_scale", c.v_scale}})
-    if (!(s >= std::numeric_limits<float>::min()) || !std::isfinite(s))
-      bad_field(prefix, name, float_text(s), "a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
+    detail::check_reciprocal_scale(prefix, name, s);
   if (uint64_t(c.num_blocks) * c.block_size > 0x7fffffffull)
     bad_field(prefix, "num_blocks * block_size", std::to_string(uint64_t(c.num_blocks) * c.block_size), "fewer than 2^31 slots");
 }

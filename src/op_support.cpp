@@ -1,6 +1,8 @@
 #include "op_support.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace vkattn::detail {
@@ -110,6 +112,14 @@ void check_apart(std::string_view op, std::span<const NamedView> outputs, std::s
     for (std::size_t j = i + 1; j < outputs.size(); ++j) clash(outputs[j]);
     for (const auto& o : others) clash(o);
   }
+}
+
+void check_reciprocal_scale(std::string_view prefix, std::string_view name, float value) {
+  if (value >= std::numeric_limits<float>::min() && std::isfinite(value)) return;
+  char text[32];   // std::to_string would print 1e-40 as 0.000000
+  std::snprintf(text, sizeof text, "%g", double(value));
+  throw Error(std::string(prefix) + std::string(name) + " = " + text +
+              " is not supported: expected a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
 }
 
 void check_apart_from_cache(std::string_view op, std::span<const NamedView> views, const PagedKvCache& cache,

@@ -54,6 +54,12 @@ void check_apart_from_cache(std::string_view op, std::span<const NamedView> view
 
 uint32_t to_u32(std::string_view op, std::string_view what, int64_t value);
 
+// Checks a scale the kernels divide by (they multiply by its f32
+// reciprocal): finite and at least 2^-126, below which the reciprocal is inf
+// and a zero value would be stored as NaN. Throws "<prefix><name> = <value>
+// is not supported: expected ...".
+void check_reciprocal_scale(std::string_view prefix, std::string_view name, float value);
+
 // Checks a cache geometry: block_size, num_kv_heads, head_size, dtype and
 // layout (kv_cache.cpp). `prefix` begins each message ("PagedKvCache: ", or
 // "paged_attention: the cache's " where a plan or pipelines are made for a

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 #include "abi/paged_attention.h"
@@ -303,13 +302,7 @@ void check_params(const PagedAttentionParams& o, uint32_t num_q_heads, uint32_t 
   if (!(o.scale > 0) || !std::isfinite(o.scale)) fail("scale = " + std::to_string(o.scale) + ", expected a finite value > 0");
   if (o.sliding_window < 0) fail("sliding_window = " + std::to_string(o.sliding_window) + ", expected 0 (none) or > 0");
   if (!(o.softcap >= 0) || !std::isfinite(o.softcap)) fail("softcap = " + std::to_string(o.softcap) + ", expected 0 (none) or > 0");
-  // fp8 outputs are stored as out * (1 / out_scale): below 2^-126 the
-  // reciprocal is inf in f32, and a zero output would be stored as NaN.
-  if (!(o.out_scale >= std::numeric_limits<float>::min()) || !std::isfinite(o.out_scale)) {
-    char v[32];
-    std::snprintf(v, sizeof v, "%g", double(o.out_scale));
-    fail(std::string("out_scale = ") + v + ", expected a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
-  }
+  check_reciprocal_scale("paged_attention: ", "out_scale", o.out_scale);   // fp8 outputs store out * (1 / out_scale)
   const int64_t H = num_q_heads;
   if (o.alibi_slopes) {
     check_view(kOp, "alibi_slopes", *o.alibi_slopes, {DType::f32}, {H}, {"num_q_heads"});
