@@ -27,7 +27,8 @@
 // outside the item's range [kv_begin, kv_end) are staged as 0. Inside it,
 // rows of one token (PA_SINGLE_TOKEN_ROWS: decode) see the same keys, so
 // nothing can leak. Rows of several tokens do not (the causal diagonal, a
-// window's edge): there, when a tile's V holds a non-finite value (one
+// window's edge): there, when a tile that some row sees only in part (a few
+// per item; the others are not even scanned) holds a non-finite V value (one
 // subgroupAny per tile tells), a matrix C of what those values make of each
 // row that sees them (its P for the key is not 0: +Inf, -Inf or NaN, else 0)
 // is added to O, and the values are replaced by 0 before P V. That path is
@@ -116,6 +117,7 @@ shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float final_m[16], final_l[16];
 
 shared int row_qpos[16];
+shared int seen_by_all[2];
 
 // Orders this subgroup's shared-memory accesses across its lanes. Shared
 // memory only: a barrier that also covered global memory could make the
@@ -169,8 +171,8 @@ bool nonfinite_halves(uvec4 w) {
 }
 
 // Writes loaded pieces as f16 into this subgroup's part of `stage`; returns
-// whether any of them holds a non-finite value.
-bool store_pieces(uvec4 raw[8], uint first, uint warp) {
+// whether any of them holds a non-finite value, where `check` asks.
+bool store_pieces(uvec4 raw[8], uint first, uint warp, bool check) {
   bool bad = false;
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
@@ -181,7 +183,7 @@ bool store_pieces(uvec4 raw[8], uint first, uint warp) {
       pa_decode_raw8(raw[i], 1.0, x);
       [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
     }
-    if (PA_SINGLE_TOKEN_ROWS == 0u) bad = bad || nonfinite_halves(h);
+    if (PA_SINGLE_TOKEN_ROWS == 0u && check) bad = bad || nonfinite_halves(h);
     stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
   }
   return bad;
@@ -235,17 +237,17 @@ void zero_nonfinite(uint warp) {
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
 // `stage` one at a time, where used, so that few registers hold them.
-// Returns whether this lane staged a non-finite value.
-bool stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
+// Returns whether this lane staged a non-finite value, where `check` asks.
+bool stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp, bool check) {
   subgroup_sync();   // every lane is done reading the previous tile
   bool bad = false;
   if (PREFETCH) {
-    bad = store_pieces(raw, 0u, warp);
+    bad = store_pieces(raw, 0u, warp, check);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      bad = store_pieces(now, g, warp) || bad;
+      bad = store_pieces(now, g, warp, check) || bad;
     }
   }
   subgroup_sync();
@@ -270,6 +272,11 @@ void main() {
   load_tile_entries(it, 0u, a0, num_tiles, warp);
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
+  if (tid == 0u) {   // rows of several tokens: keys [lo, hi] are seen by every row of the item
+    const int first = pa_row_position(it, 0u), last = pa_row_position(it, it.row_count - 1u);
+    seen_by_all[0] = PA_HAS_WINDOW != 0u ? last - pc.sliding_window + 1 : 0;
+    seen_by_all[1] = first;
+  }
 
   for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
@@ -295,7 +302,7 @@ void main() {
   for (int t = int(warp), n = 0; t < num_tiles; t += int(NW), ++n) {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
-    stage_tile(it, k0, entry, false, kraw, warp);
+    stage_tile(it, k0, entry, false, kraw, warp, false);
     MatC s = MatC(0.0);   // S^T: keys x rows
     [[unroll]] for (uint j = 0; j < 16u; ++j) {
       if (j >= DT) continue;
@@ -306,7 +313,9 @@ void main() {
       s = coopMatMulAdd(ka, qb, s);
     }
     coopMatStore(s, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
-    const bool v_nonfinite = stage_tile(it, k0, entry, true, vraw, warp);
+    // Only a tile that some row of the item sees in part can leak a value.
+    const bool partly_seen = PA_SINGLE_TOKEN_ROWS == 0u && (k0 < seen_by_all[0] || k0 + 15 > seen_by_all[1]);
+    const bool v_nonfinite = stage_tile(it, k0, entry, true, vraw, warp, partly_seen);
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
@@ -344,7 +353,7 @@ void main() {
     // Rare: non-finite V values (see the top), added before O is rescaled
     // (C holds only 0, +-Inf and NaN, which the rescale keeps), where fewer
     // registers are live than after P is loaded.
-    if (PA_SINGLE_TOKEN_ROWS == 0u && subgroupAny(v_nonfinite)) {
+    if (PA_SINGLE_TOKEN_ROWS == 0u && partly_seen && subgroupAny(v_nonfinite)) {
       const uint slices = subgroupOr(nonfinite_slices(warp));
       for (uint sl = 0; sl < DT; ++sl) {
         if ((slices & (1u << sl)) == 0u) continue;

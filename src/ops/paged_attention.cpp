@@ -446,8 +446,11 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
       main_pipeline(impl, p.path, main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
                                             impl.caps.subgroup_size));
   const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
-  // The lengths' check runs beside the attention (both only read the batch):
-  // one invocation per sequence.
+  // The workspace may be shared with an earlier run on this queue, whose
+  // reduce may still be reading it.
+  if (sch.split) compute_barrier(impl, cmd);
+  // The lengths' check runs beside the attention (both only read the batch;
+  // no barrier between them): one invocation per sequence.
   const Pipeline& check = check_pipeline(impl, p, sch.bm, sch.one_tile_per_seq);
   const uint64_t check_workgroup = abi::PagedAttentionCheckSpec{}.PC_WORKGROUP_SIZE;
   const uint64_t check_workgroups = (uint64_t(p.num_seqs) + check_workgroup - 1) / check_workgroup;
@@ -455,9 +458,6 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   push.num_workgroups = static_cast<uint32_t>(check_workgroups);
   push.grid_x = cgrid.x;
   record_dispatch(impl, cmd, check, bindings, &push, cgrid);
-  // The workspace may be shared with an earlier run on this queue, whose
-  // reduce may still be reading it.
-  if (sch.split) compute_barrier(impl, cmd);
   push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
   push.grid_x = grid.x;
   record_dispatch(impl, cmd, main, bindings, &push, grid);
