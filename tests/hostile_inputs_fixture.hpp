@@ -39,6 +39,9 @@ class HostileInputs : public VkTest {
     }
   }
   void TearDown() override {
+    if (cache_arena_) arenas_.push_back(std::move(cache_arena_));
+    for (const auto& a : arenas_)
+      if (std::string s = a->check(true); !s.empty()) ADD_FAILURE() << "at the end: " << s;
     caches_.clear();
     foreign_caches_.clear();
     app_caches_.clear();
