@@ -26,15 +26,14 @@
 // P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. Keys
 // outside the item's range [kv_begin, kv_end) are staged as 0. Inside it,
 // rows of one token (PA_SINGLE_TOKEN_ROWS: decode) see the same keys, so
-// nothing can leak. Rows of several tokens do not (the causal diagonal, a
-// window's edge): there, when a tile that some row sees only in part (a few
-// per item; the others are not even scanned) holds a non-finite V value (one
-// subgroupAny per tile tells), a matrix C of what those values make of each
-// row that sees them (its P for the key is not 0: +Inf, -Inf or NaN, else 0)
-// is added to O, and the values are replaced by 0 before P V. That path is
-// compiled only into kernels for rows of several tokens: its mere presence
-// in the key loop, or its state in shared memory, slows decode a lot
-// (DEVELOPERS.md, "What the matrix decode kernel is sensitive to").
+// nothing can leak. Rows of several tokens do not, but only in the few tiles
+// that some row sees in part (the causal diagonal, a window's edge;
+// partly_seen). There, non-finite V values are staged as 0, and after the
+// key loop, if any were, each output element takes what the values its row
+// sees make of it (nonfinite_term: +Inf, -Inf or NaN). The test runs as a
+// pass of its own over the staged tile, only in kernels for rows of several
+// tokens: code in the key loop, even never run, slows it (DEVELOPERS.md,
+// "What the matrix decode kernel is sensitive to").
 //
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -117,7 +116,6 @@ shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float final_m[16], final_l[16];
 
 shared int row_qpos[16];
-shared int seen_by_all[2];
 
 // Orders this subgroup's shared-memory accesses across its lanes. Shared
 // memory only: a barrier that also covered global memory could make the
@@ -170,10 +168,15 @@ bool nonfinite_halves(uvec4 w) {
   return any(equal(w & 0x7C00u, uvec4(0x7C00u))) || any(equal(w & 0x7C000000u, uvec4(0x7C000000u)));
 }
 
-// Writes loaded pieces as f16 into this subgroup's part of `stage`; returns
-// whether any of them holds a non-finite value, where `check` asks.
-bool store_pieces(uvec4 raw[8], uint first, uint warp, bool check) {
-  bool bad = false;
+// h with its non-finite f16 values (exponent all ones) replaced by 0.
+uvec4 finite_or_zero(uvec4 h) {
+  const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & 0x7C00u, uvec4(0x7C00u)));
+  const uvec4 hi = mix(uvec4(0xFFFF0000u), uvec4(0u), equal(h & 0x7C000000u, uvec4(0x7C000000u)));
+  return h & (lo | hi);
+}
+
+// Writes loaded pieces as f16 into this subgroup's part of `stage`.
+void store_pieces(uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= 2u * D) continue;
@@ -183,75 +186,81 @@ bool store_pieces(uvec4 raw[8], uint first, uint warp, bool check) {
       pa_decode_raw8(raw[i], 1.0, x);
       [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
     }
-    if (PA_SINGLE_TOKEN_ROWS == 0u && check) bad = bad || nonfinite_halves(h);
     stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
   }
-  return bad;
 }
 
-// The rare path of a V tile with non-finite values (see the top; rows of
-// several tokens only).
-// A bit per 16-dim slice in which this lane staged one.
-uint nonfinite_slices(uint warp) {
-  uint slices = 0u;
-  for (uint i = 0; i < PPL; ++i) {
-    const uint c = gl_SubgroupInvocationID + i * SG;
-    if (c < 2u * D && nonfinite_halves(stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)]))
-      slices |= 1u << ((c % (D / 8u)) / 2u);
-  }
-  return slices;
-}
-
-// C for head slice `sl` into this subgroup's S tile, laid out as a 16 x rows
-// accumulator (element (d, r) at r * 16 + d).
-void nonfinite_slice_matrix(uint warp, uint sl) {
-  for (uint e = gl_SubgroupInvocationID; e < BM * 16u; e += SG) {
-    const uint r = e / 16u, d = sl * 16u + e % 16u;
-    float val = 0.0;
-    for (uint j = 0; j < 16u; ++j) {
-      if (p_tile[warp * ST + r * 16u + j] == float16_t(0.0)) continue;
-      const uint h = (stage[warp * TILE_VEC4 + j * ROW_VEC4 + d / 8u][(d % 8u) / 2u] >> (16u * (d % 2u))) & 0xFFFFu;
-      if ((h & 0x7C00u) != 0x7C00u) continue;
-      const float v = unpackHalf2x16(h).x;
-      val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
-    }
-    s_tile[warp * ST + e] = val;
-  }
-}
-
-// Replaces this lane's staged non-finite values by 0.
-void zero_nonfinite(uint warp) {
+// Replaces the non-finite values this lane staged by 0; returns whether there
+// were any. A pass of its own over shared memory, run for partly seen tiles
+// only: the same test in store_pieces slowed every tile's loop.
+bool zero_staged_nonfinite(uint warp) {
+  bool any_replaced = false;
   for (uint i = 0; i < PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
     const uint at = warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
-    uvec4 w = stage[at];
-    [[unroll]] for (uint k = 0; k < 4u; ++k) {
-      if ((w[k] & 0x7C00u) == 0x7C00u) w[k] &= 0xFFFF0000u;
-      if ((w[k] & 0x7C000000u) == 0x7C000000u) w[k] &= 0x0000FFFFu;
+    const uvec4 h = stage[at], f = finite_or_zero(h);
+    if (f != h) {
+      stage[at] = f;
+      any_replaced = true;
     }
-    stage[at] = w;
   }
+  return any_replaced;
+}
+
+// Keys [lo, hi] that every row of the item sees (their first row's position
+// bounds the causal part, their last row's the window). With rows of several
+// tokens, only a 16-key tile outside them can bring a row a value it must not
+// see (partly_seen).
+void seen_by_every_row(PaItem it, out int lo, out int hi) {
+  hi = pa_row_position(it, 0u);
+  lo = PA_HAS_WINDOW != 0u ? pa_row_position(it, it.row_count - 1u) - pc.sliding_window + 1 : 0;
+}
+bool partly_seen(int k0, int lo, int hi) { return PA_SINGLE_TOKEN_ROWS == 0u && (k0 < lo || k0 + 15 > hi); }
+
+// What the non-finite V values that partly seen tiles staged as 0 make of
+// element d of local row r (rows of several tokens only; rare, after the key
+// loop): +Inf, -Inf or NaN as IEEE sums would combine them over the keys the
+// row sees, else 0. Whether the row sees a key is the mask's answer, as in
+// the float64 reference, where no P underflows to 0.
+float nonfinite_term(PaItem it, uint r, uint d) {
+  int lo, hi;
+  seen_by_every_row(it, lo, hi);
+  const int q_pos = pa_row_position(it, r);
+  float val = 0.0;
+  for (int k = it.kv_begin; k < it.kv_end && q_pos >= 0; ++k) {
+    const int k0 = k & ~15;
+    if (!partly_seen(k0, lo, hi)) {   // staged as it is
+
+      k = k0 + 15;
+      continue;
+    }
+    if (pa_logit(it, 0.0, r, q_pos, k) == VKA_NEG_INF) continue;   // masked for this row
+    const uint64_t base = pa_block_address(true, pa_checked_block(pa_raw_block(it.seq, k), it.seq, k));
+    float x[8];
+    pa_decode_raw8(pa_load_raw8(base, true, uint(k) % PA_BLOCK_SIZE, it.kv_head, d & ~7u), 1.0, x);
+    const float v = float(float16_t(x[d % 8u]));   // as it was staged
+    if (!isinf(v) && !isnan(v)) continue;
+    val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
+  }
+  return val;
 }
 
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
 // `stage` one at a time, where used, so that few registers hold them.
-// Returns whether this lane staged a non-finite value, where `check` asks.
-bool stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp, bool check) {
+void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
-  bool bad = false;
   if (PREFETCH) {
-    bad = store_pieces(raw, 0u, warp, check);
+    store_pieces(raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      bad = store_pieces(now, g, warp, check) || bad;
+      store_pieces(now, g, warp);
     }
   }
   subgroup_sync();
-  return bad;
 }
 
 void main() {
@@ -272,11 +281,8 @@ void main() {
   load_tile_entries(it, 0u, a0, num_tiles, warp);
 
   if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
-  if (tid == 0u) {   // rows of several tokens: keys [lo, hi] are seen by every row of the item
-    const int first = pa_row_position(it, 0u), last = pa_row_position(it, it.row_count - 1u);
-    seen_by_all[0] = PA_HAS_WINDOW != 0u ? last - pc.sliding_window + 1 : 0;
-    seen_by_all[1] = first;
-  }
+  int seen_lo, seen_hi;
+  seen_by_every_row(it, seen_lo, seen_hi);
 
   for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
@@ -293,6 +299,7 @@ void main() {
   MatC o0 = MatC(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
 
+  bool staged_nonfinite = false;   // a non-finite V value was staged as 0 (rows of several tokens)
   uvec4 kraw[8], vraw[8];
   if (PREFETCH) {   // (all zeros past the end: no load)
     const int entry = tile_entry(it, 0u, a0, num_tiles, warp);
@@ -302,7 +309,7 @@ void main() {
   for (int t = int(warp), n = 0; t < num_tiles; t += int(NW), ++n) {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
-    stage_tile(it, k0, entry, false, kraw, warp, false);
+    stage_tile(it, k0, entry, false, kraw, warp);
     MatC s = MatC(0.0);   // S^T: keys x rows
     [[unroll]] for (uint j = 0; j < 16u; ++j) {
       if (j >= DT) continue;
@@ -313,9 +320,9 @@ void main() {
       s = coopMatMulAdd(ka, qb, s);
     }
     coopMatStore(s, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
-    // Only a tile that some row of the item sees in part can leak a value.
-    const bool partly_seen = PA_SINGLE_TOKEN_ROWS == 0u && (k0 < seen_by_all[0] || k0 + 15 > seen_by_all[1]);
-    const bool v_nonfinite = stage_tile(it, k0, entry, true, vraw, warp, partly_seen);
+    stage_tile(it, k0, entry, true, vraw, warp);
+    // (Its writes are ordered before P V's loads by the sync after the softmax.)
+    if (partly_seen(k0, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
@@ -350,25 +357,6 @@ void main() {
     // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
-    // Rare: non-finite V values (see the top), added before O is rescaled
-    // (C holds only 0, +-Inf and NaN, which the rescale keeps), where fewer
-    // registers are live than after P is loaded.
-    if (PA_SINGLE_TOKEN_ROWS == 0u && partly_seen && subgroupAny(v_nonfinite)) {
-      const uint slices = subgroupOr(nonfinite_slices(warp));
-      for (uint sl = 0; sl < DT; ++sl) {
-        if ((slices & (1u << sl)) == 0u) continue;
-        nonfinite_slice_matrix(warp, sl);
-        subgroup_sync();
-        MatC cm;
-        coopMatLoad(cm, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);
-#define ADD_NONFINITE(j) if (j == sl) o##j = o##j + cm;
-        EACH_SLICE(ADD_NONFINITE)
-        subgroup_sync();
-      }
-      zero_nonfinite(warp);
-      subgroup_sync();
-    }
-
     MatB pb;   // P^T: keys x rows
     coopMatLoad(pb, p_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);
     if (rescale) {
@@ -390,7 +378,16 @@ void main() {
     row_m[warp * 16u + my_row] = m;
     row_l[warp * 16u + my_row] = l;
   }
+  // Whether the subgroup staged a non-finite V value as 0, in its own S tile
+  // (no longer used; no shared variable of its own: see DEVELOPERS.md).
+  const bool any_nonfinite = PA_SINGLE_TOKEN_ROWS == 0u && subgroupAny(staged_nonfinite);
+  if (PA_SINGLE_TOKEN_ROWS == 0u && lane == 0u) s_tile[warp * ST] = any_nonfinite ? 1.0 : 0.0;
   barrier();
+  bool fix = false;   // the rare path: some subgroup staged one
+  if (PA_SINGLE_TOKEN_ROWS == 0u)
+    for (uint w = 0; w < NW; ++w) fix = fix || s_tile[w * ST] != 0.0;
+  PaItem again;   // the whole item, for the rare path only
+  if (fix) again = pa_load_item(item);
   float mm = VKA_NEG_INF, ll = 0.0;
   for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
   for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
@@ -412,6 +409,7 @@ void main() {
     for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
       float o = 0.0;
       for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
+      if (fix) o += nonfinite_term(again, e / D, e % D);
       pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
     }
     return;
@@ -430,6 +428,9 @@ void main() {
     }
     barrier();
   }
-  for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE)
-    pa_write_result(done, e / D, e % D, uintBitsToFloat(stage[e / 4u][e % 4u]), final_m[e / D], final_l[e / D]);
+  for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
+    float o = uintBitsToFloat(stage[e / 4u][e % 4u]);
+    if (fix) o += nonfinite_term(again, e / D, e % D);
+    pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
+  }
 }

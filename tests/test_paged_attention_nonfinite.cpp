@@ -19,6 +19,7 @@ struct NonFiniteCase {
   bool in_k = false;          // planted in K instead of V
   int32_t window = 0;
   SplitKv split = SplitKv::off;
+  bool at_36 = false;         // also planted at position 36, which every token sees
 };
 void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
 
@@ -27,7 +28,9 @@ class PagedAttentionNonFinite : public VkTest, public ::testing::WithParamInterf
 // One sequence of 40 keys whose last 3 are new (positions 37, 38, 39),
 // 4 q heads over 2 kv heads of 64; every cached value 0.25 (f16) or its fp8
 // code, but one element of kv head 1, dim 5: at position 39 (seen only by
-// the last token) and at position 2 (seen by none when the window is 8).
+// the last token) and, when the window is 8, at position 2 (seen by none) and
+// 30 (at the window's edge: seen only by the first token); and in some
+// cases at 36, in the causal diagonal's tile but seen by every token.
 TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const NonFiniteCase& p = GetParam();
   const uint32_t bs = 16, Hkv = 2, Hq = 4, D = 64, T = 3, len = 40;
@@ -44,7 +47,11 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
     cache.write_blocks(p.in_k ? KvPart::key : KvPart::value, block, bytes);
   };
   plant(39);
-  if (p.window) plant(2);
+  if (p.window) {
+    plant(2);
+    plant(30);
+  }
+  if (p.at_36) plant(36);
   DeviceBatch batch(ctx(), {0, int32_t(T)}, {int32_t(len)}, {0, 1, 2}, 3);
   PagedAttentionPlanOptions o;
   o.split = p.split;
@@ -67,8 +74,9 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
     for (uint32_t h = 0; h < Hq; ++h)
       for (uint32_t d = 0; d < D; ++d) {
         const float x = o_[(t * Hq + h) * D + d];
-        // Heads 2 and 3 read kv head 1; the last token sees position 39.
-        const bool sees = t == T - 1 && h >= 2 && (d == 5 || p.in_k);
+        // Heads 2 and 3 read kv head 1; the last token sees position 39,
+        // the first (position 37) position 30 through a window of 8.
+        const bool sees = (t == T - 1 || (p.window && t == 0) || p.at_36) && h >= 2 && (d == 5 || p.in_k);
         if (sees)
           EXPECT_FALSE(std::isfinite(x)) << "token " << t << " head " << h << " dim " << d << " sees the value but gave " << x;
         else
@@ -85,7 +93,9 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_nan_f16_window8_split", DType::f16, 0x7E00, false, 8, SplitKv::on},
                       NonFiniteCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
                       NonFiniteCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, false, 8},
-                      NonFiniteCase{"k_nan_f16_window8", DType::f16, 0x7E00, true, 8}),
+                      NonFiniteCase{"k_nan_f16_window8", DType::f16, 0x7E00, true, 8},
+                      NonFiniteCase{"v_nan_f16_at36", DType::f16, 0x7E00, false, 0, SplitKv::off, true},
+                      NonFiniteCase{"v_inf_e5m2_window8_at36_split", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
