@@ -127,6 +127,9 @@ TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   // The same device, adopted with a deadline (the deadline is the Context's).
   ContextOptions o = test_options();
   o.submit_timeout_ns = 20'000'000;
+  // Its features are not handed over, and it runs no attention: no forced
+  // matrix path (VKATTN_PATH), which would need them.
+  o.force_path.reset();
   AdoptInfo info;
   info.instance = ctx->instance();
   info.physical_device = ctx->physical_device();
