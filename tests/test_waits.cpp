@@ -128,8 +128,9 @@ TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   ContextOptions o = test_options();
   o.submit_timeout_ns = 20'000'000;
   // Its features are not handed over, and it runs no attention: no forced
-  // matrix path (VKATTN_PATH), which would need them.
+  // matrix path (VKATTN_PATH, read by Context::adopt), which would need them.
   o.force_path.reset();
+  ScopedUnsetEnv no_forced_path("VKATTN_PATH");
   AdoptInfo info;
   info.instance = ctx->instance();
   info.physical_device = ctx->physical_device();
