@@ -17,8 +17,8 @@ execute_process(COMMAND ${VKATTN_GLSLANG} --version OUTPUT_VARIABLE _glslang_ver
 string(REGEX MATCH "Glslang Version: [0-9]+:([0-9]+)\\.([0-9]+)" _m "${_glslang_version}")
 set(_glslang_major "${CMAKE_MATCH_1}")
 set(_glslang_minor "${CMAKE_MATCH_2}")
-if(NOT _m OR _glslang_major LESS 15)
-  message(FATAL_ERROR "glslang >= 15 is needed for GL_NV_cooperative_matrix2 (found: '${_m}' from ${VKATTN_GLSLANG}). Run tools/setup.sh.")
+if(NOT _m OR _glslang_major LESS 15 OR (_glslang_major EQUAL 15 AND _glslang_minor LESS 3))
+  message(FATAL_ERROR "glslang >= 15.3 is needed for GL_EXT_bfloat16 (found: '${_m}' from ${VKATTN_GLSLANG}). Run tools/setup.sh.")
 endif()
 
 find_path(VKATTN_VULKAN_INCLUDE_DIR vulkan/vulkan_core.h HINTS ${VKATTN_SDK_INCLUDE_DIR} NO_CACHE)
