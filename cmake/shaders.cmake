@@ -7,10 +7,15 @@ set(VKATTN_PATH_coopmat 1)
 set(VKATTN_PATH_coopmat2 2)
 set_property(GLOBAL PROPERTY VKATTN_MODULES "")
 
-# vkattn_add_kernel(NAME name SOURCE file.comp PATHS universal|scalar coopmat coopmat2)
+# vkattn_add_kernel(NAME name SOURCE file.comp PATHS universal|scalar coopmat coopmat2 [DEFINES X=1 ...])
 # "universal" means one module that needs no cooperative matrices and serves every path.
+# DEFINES compile another module of the same source (a bf16 one, say) under its own NAME.
 function(vkattn_add_kernel)
-  cmake_parse_arguments(K "" "NAME;SOURCE" "PATHS" ${ARGN})
+  cmake_parse_arguments(K "" "NAME;SOURCE" "PATHS;DEFINES" ${ARGN})
+  set(defines "")
+  foreach(d IN LISTS K_DEFINES)
+    list(APPEND defines "-D${d}")
+  endforeach()
   foreach(path IN LISTS K_PATHS)
     set(id "${K_NAME}__${path}")
     set(spv "${CMAKE_CURRENT_BINARY_DIR}/spv/${id}.spv")
@@ -23,7 +28,7 @@ function(vkattn_add_kernel)
     endif()
     add_custom_command(
       OUTPUT "${cpp}"
-      COMMAND ${VKATTN_GLSLANG} -V --target-env ${VKATTN_SPIRV_ENV} ${path_define}
+      COMMAND ${VKATTN_GLSLANG} -V --quiet --target-env ${VKATTN_SPIRV_ENV} ${path_define} ${defines}
               -I${PROJECT_SOURCE_DIR}/shaders/include
               --depfile "${dep}" -o "${spv}" "${CMAKE_CURRENT_SOURCE_DIR}/${K_SOURCE}"
       COMMAND ${VKATTN_SPIRV_VAL} --target-env ${VKATTN_SPIRV_ENV} "${spv}"

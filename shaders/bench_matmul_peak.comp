@@ -3,6 +3,7 @@
 //   coopmat2: workgroup-scope 128x128 accumulator, A 128x16, B 16x128 (NV_cooperative_matrix2)
 //   coopmat:  per subgroup, four 16x16 f32 accumulators fed by one 16x16 A and B (KHR)
 //   scalar:   f16vec4 FMAs, four independent chains per invocation
+// Each matrix path also has a bf16 module (MM_BF16).
 // Inputs hold small integers so every result is exact: the host checks
 // out = iterations * (A x B) (matrix paths) or +-4 * iterations (scalar chains).
 #extension GL_GOOGLE_include_directive : require
@@ -15,8 +16,15 @@
 #include "status.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(set = 0, binding = 1, std430) readonly buffer A { float16_t a[]; };
-layout(set = 0, binding = 2, std430) readonly buffer B { float16_t b[]; };
+// MM_BF16: the bf16 rate (matrix paths; the host fills A and B with bf16).
+#if MM_BF16
+#extension GL_EXT_bfloat16 : require
+#define ELEM bfloat16_t
+#else
+#define ELEM float16_t
+#endif
+layout(set = 0, binding = 1, std430) readonly buffer A { ELEM a[]; };
+layout(set = 0, binding = 2, std430) readonly buffer B { ELEM b[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer C { float c[]; };
 
 #if VKATTN_PATH == 2
@@ -26,8 +34,8 @@ layout(set = 0, binding = 3, std430) writeonly buffer C { float c[]; };
 const uint TM = 128, TN = 128, TK = 16;
 void main() {
   // All workgroups read the same A (TM x TK) and B (TK x TN) and write their own C tile.
-  coopmat<float16_t, gl_ScopeWorkgroup, TM, TK, gl_MatrixUseA> ma;
-  coopmat<float16_t, gl_ScopeWorkgroup, TK, TN, gl_MatrixUseB> mb;
+  coopmat<ELEM, gl_ScopeWorkgroup, TM, TK, gl_MatrixUseA> ma;
+  coopmat<ELEM, gl_ScopeWorkgroup, TK, TN, gl_MatrixUseB> mb;
   coopMatLoad(ma, a, 0, TK, gl_CooperativeMatrixLayoutRowMajor);
   coopMatLoad(mb, b, 0, TN, gl_CooperativeMatrixLayoutRowMajor);
   coopmat<float, gl_ScopeWorkgroup, TM, TN, gl_MatrixUseAccumulator> acc =
@@ -41,8 +49,8 @@ void main() {
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 void main() {
-  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ma;
-  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> mb;
+  coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ma;
+  coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> mb;
   coopMatLoad(ma, a, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
   coopMatLoad(mb, b, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
   coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[4];

@@ -10,17 +10,19 @@
 // Per tile, in one subgroup:
 //   - K and V arrive as 16-byte loads in registers, issued a tile ahead (the
 //     prefetch), and go through this subgroup's part of `stage` (decoded to
-//     f16 for fp8) into matrices: V must be transposed into the B layout,
+//     the element type for fp8) into matrices: V must be transposed into the B layout,
 //     which shared memory does well (matrices loaded straight from the
 //     cache, 2-byte gathers for V, decoded 12% slower);
 //   - S^T = K Q^T; S through shared memory, where each lane owns part of one
-//     row (logits, masks, max, sum) and writes P as f16;
+//     row (logits, masks, max, sum) and writes P in the element type;
 //   - O^T = O^T * alpha + V^T P^T: O stays in accumulator registers; alpha,
 //     one value per row, is a matrix loaded with stride 0 (skipped when no
 //     row's max moved).
 // Keys past the sequence are zero in the tile (unwritten slots may hold NaN
-// bits, which P = 0 would not cancel). fp8 values are exact in f16; k_scale
-// and v_scale apply in f32.
+// bits, which P = 0 would not cancel). The matrices' element type is f16, or
+// bf16 in the module built with PA_MATRIX_BF16 (bf16 q with bf16 or fp8
+// caches; P is then rounded to bf16 too). fp8 values are exact in both;
+// k_scale and v_scale apply in f32.
 //
 // A value a row cannot see must not reach it, but a matrix product computes
 // P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. Keys
@@ -52,6 +54,22 @@
 #include "grid.glsl"
 #include "paged_attention_io.glsl"
 
+// The matrices' element type (the module is built once for each).
+#if PA_MATRIX_BF16
+#extension GL_EXT_bfloat16 : require
+#define ELEM bfloat16_t
+const uint ELEM_EXPONENT = 0x7F80u;
+ELEM elem_from_bits(uint16_t b) { return uintBitsToBFloat16EXT(b); }
+uint elem_pair_bits(float a, float b) {
+  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
+}
+#else
+#define ELEM float16_t
+const uint ELEM_EXPONENT = 0x7C00u;
+ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
+uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
+#endif
+
 layout(local_size_x_id = 6) in;
 
 const uint D = PA_HEAD_SIZE;
@@ -77,8 +95,8 @@ const bool PREFETCH = PPL <= 8u;
 // Transposed products, so that the rows are the matrices' N (8 or 16; both
 // are KHR shapes on NVIDIA): S^T = K Q^T and O^T += V^T P^T. Decode tiles of
 // 8 rows halve O's registers (16x8 slices), which lets more subgroups run.
-#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // K or V^T: 16 x 16
-#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
+#define MatA coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // K or V^T: 16 x 16
+#define MatB coopmat<ELEM, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseAccumulator>   // S^T or O^T slice
 
 // O^T's 16-wide head slices are 16 separate variables, not an array: with an
@@ -95,8 +113,8 @@ const bool PREFETCH = PPL <= 8u;
 const uint Q_STRIDE = PA_HEAD_SIZE + 8u;          // halves
 const uint ROW_VEC4 = PA_HEAD_SIZE / 8u + 1u;     // uvec4s per staged K/V row
 const uint TILE_VEC4 = 16u * (PA_HEAD_SIZE / 8u + 1u);   // per subgroup
-shared float16_t q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given (f16); the scale applies to S in f32
-// Per subgroup, a [16 keys][head_size] f16 K or V tile; at the end, the
+shared ELEM q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given; the scale applies to S in f32
+// Per subgroup, a [16 keys][head_size] K or V tile of ELEMs; at the end, the
 // subgroups' O (f32) for the merge. uvec4: 16-byte stores.
 const uint STAGE_VEC4 = (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) >= 2u
     ? (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * (PA_HEAD_SIZE / 8u + 1u) : 4u * PA_HEAD_SIZE;
@@ -109,7 +127,7 @@ const bool MERGE_IN_ONE_STEP = BM * D <= 4u * TILE_VEC4;
 // workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster.
 const uint ST = 16u * PA_BM;   // elements of a subgroup's S or P tile
 shared float s_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * PA_BM];       // per subgroup: S [row][key]
-shared float16_t p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * PA_BM];   // per subgroup: P [row][key]
+shared ELEM p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * PA_BM];   // per subgroup: P [row][key]
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
@@ -163,19 +181,14 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
   }
 }
 
-// Whether any of the eight f16 values in w is Inf or NaN (exponent all ones).
-bool nonfinite_halves(uvec4 w) {
-  return any(equal(w & 0x7C00u, uvec4(0x7C00u))) || any(equal(w & 0x7C000000u, uvec4(0x7C000000u)));
-}
-
-// h with its non-finite f16 values (exponent all ones) replaced by 0.
+// h (eight ELEMs) with its non-finite values (exponent all ones) replaced by 0.
 uvec4 finite_or_zero(uvec4 h) {
-  const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & 0x7C00u, uvec4(0x7C00u)));
-  const uvec4 hi = mix(uvec4(0xFFFF0000u), uvec4(0u), equal(h & 0x7C000000u, uvec4(0x7C000000u)));
+  const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & ELEM_EXPONENT, uvec4(ELEM_EXPONENT)));
+  const uvec4 hi = mix(uvec4(0xFFFF0000u), uvec4(0u), equal(h & (ELEM_EXPONENT << 16), uvec4(ELEM_EXPONENT << 16)));
   return h & (lo | hi);
 }
 
-// Writes loaded pieces as f16 into this subgroup's part of `stage`.
+// Writes loaded pieces as ELEMs into this subgroup's part of `stage`.
 void store_pieces(uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
@@ -184,7 +197,7 @@ void store_pieces(uvec4 raw[8], uint first, uint warp) {
     if (PA_FP8_CACHE) {
       float x[8];
       pa_decode_raw8(raw[i], 1.0, x);
-      [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = packHalf2x16(vec2(x[2u * e], x[2u * e + 1u]));
+      [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = elem_pair_bits(x[2u * e], x[2u * e + 1u]);
     }
     stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
   }
@@ -239,7 +252,7 @@ float nonfinite_term(PaItem it, uint r, uint d) {
     const uint64_t base = pa_block_address(true, pa_checked_block(pa_raw_block(it.seq, k), it.seq, k));
     float x[8];
     pa_decode_raw8(pa_load_raw8(base, true, uint(k) % PA_BLOCK_SIZE, it.kv_head, d & ~7u), 1.0, x);
-    const float v = float(float16_t(x[d % 8u]));   // as it was staged
+    const float v = float(ELEM(x[d % 8u]));   // as it was staged
     if (!isinf(v) && !isnan(v)) continue;
     val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
   }
@@ -286,8 +299,8 @@ void main() {
 
   for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
     const uint bits = pa_q_bits(it, i / D, i % D);
-    // bf16 runs the scalar module; f16 bits go in unchanged.
-    q_tile[(i / D) * Q_STRIDE + i % D] = uint16BitsToHalf(uint16_t(bits));
+    // q's dtype is the element type: its bits go in unchanged.
+    q_tile[(i / D) * Q_STRIDE + i % D] = elem_from_bits(uint16_t(bits));
   }
   pa_load_chunk_bases();
   barrier();
@@ -347,7 +360,7 @@ void main() {
     float sum = 0.0;
     [[unroll]] for (uint c = 0; c < CPL_MAX; ++c) {
       if (c >= CPL) break;
-      const float16_t p = float16_t(vka_exp_diff(x[c], m));
+      const ELEM p = ELEM(vka_exp_diff(x[c], m));
       p_tile[warp * ST + my_row * 16u + my_c0 + c] = p;
       sum += float(p);   // the rounded P that P V uses
     }

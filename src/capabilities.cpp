@@ -39,6 +39,14 @@ std::string Capabilities::missing_for(Path p) const {
   return "an unknown path";
 }
 
+bool Capabilities::has_subgroup_shape(uint32_t m, uint32_t n, uint32_t k, std::string_view type) const {
+  for (const CoopMatShape& s : coopmat_shapes)
+    if (s.m == m && s.n == n && s.k == k && s.a_type == type && s.b_type == type && s.c_type == "f32" &&
+        s.result_type == "f32" && s.scope == "subgroup")
+      return true;
+  return false;
+}
+
 namespace detail {
 
 namespace {
@@ -224,6 +232,7 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
     }
   }
   c.coopmat = f16_16x16x16 && c.memory_model;
+  c.bf16_matrices = c.coopmat && bf && f.bf16.shaderBFloat16CooperativeMatrix && c.has_subgroup_shape(16, 16, 16, "bf16");
 
   c.coopmat2_features.clear();
   c.coopmat2_flexible_shapes.clear();

@@ -2,6 +2,7 @@
 #include <vkattn/context.hpp>
 #include <vkattn/version.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -61,7 +62,7 @@ std::string capability_report_text(const Context& ctx) {
     << yes(c.storage_8bit) << "\n"
     << "binding           push descriptors " << yes(c.push_descriptors) << ", buffer device address "
     << yes(c.buffer_device_address) << "\n"
-    << "KHR coopmat       " << yes(c.coopmat) << "\n";
+    << "KHR coopmat       " << yes(c.coopmat) << ", bf16 matrices " << yes(c.bf16_matrices) << "\n";
   for (const auto& s : c.coopmat_shapes) o << "                    " << shape_text(s) << "\n";
   o << "NV coopmat2       " << yes(c.coopmat2);
   if (!c.coopmat2_features.empty()) {
@@ -78,7 +79,15 @@ std::string capability_report_text(const Context& ctx) {
   if (ctx.options().force_path) o << " (forced: " << path_name(*ctx.options().force_path) << ")";
   o << "\nkernels\n";
   for (const auto& [kernel, modules] : ctx.kernels()) {
-    o << "  " << kernel << std::string(kernel.size() < 22 ? 22 - kernel.size() : 1, ' ') << path_name(ctx.path_for(kernel));
+    o << "  " << kernel << std::string(kernel.size() < 22 ? 22 - kernel.size() : 1, ' ');
+    const std::string_view path = path_name(ctx.path_for(kernel));
+    const bool bf16_module = kernel.ends_with("_bf16");
+    if (std::find(modules.begin(), modules.end(), path) == modules.end() && modules != std::vector<std::string>{"universal"})
+      o << "unused (no module for this device's paths)";
+    else if (bf16_module && !c.bf16_matrices)
+      o << "unused (the device multiplies no bf16 matrices)";
+    else
+      o << path;
     if (modules.size() == 1 && modules[0] == "universal") o << " (one module for every path: needs no cooperative matrices)";
     o << "\n";
   }
@@ -121,7 +130,7 @@ std::string capability_report_json(const Context& ctx) {
           .value("workgroup_invocations", s.workgroup_invocations).end_object();
     j.end_array();
   };
-  j.begin_object("coopmat").value("available", c.coopmat);
+  j.begin_object("coopmat").value("available", c.coopmat).value("bf16_matrices", c.bf16_matrices);
   shapes("shapes", c.coopmat_shapes);
   j.end_object();
   j.begin_object("coopmat2").value("available", c.coopmat2);

@@ -36,8 +36,13 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const uint32_t bs = 16, Hkv = 2, Hq = 4, D = 64, T = 3, len = 40;
   KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
-  const uint32_t one = p.cache == DType::f16 ? 0x34003400u : p.cache == DType::fp8_e4m3 ? 0x28282828u : 0x34343434u;
+  const uint32_t one = p.cache == DType::f16    ? 0x34003400u
+                       : p.cache == DType::bf16 ? 0x3E803E80u
+                       : p.cache == DType::fp8_e4m3 ? 0x28282828u
+                                                    : 0x34343434u;
   cache.fill(one);   // 0.25 in every format used here
+  // q is bf16 with a bf16 cache (the bf16 matrix module), else f16.
+  const DType qt = p.cache == DType::bf16 ? DType::bf16 : DType::f16;
   const size_t es = dtype_size(p.cache);
   auto plant = [&](uint32_t pos) {
     const uint32_t block = pos / bs;
@@ -56,12 +61,12 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   PagedAttentionPlanOptions o;
   o.split = p.split;
   o.num_segments = p.split == SplitKv::on ? 3 : 0;
-  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::f16, batch.lengths(), o);
+  PagedAttentionPlan plan(ctx(), cfg, Hq, qt, batch.lengths(), o);
   Buffer q(ctx(), T * Hq * D * 2), out(ctx(), T * Hq * D * 4);
-  q.fill(0x3C003C00u);
+  q.fill(qt == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
   out.fill(0xFFFFFFFFu);
   PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, DType::f16, {T, Hq, D});
+  a.q = TensorView::contiguous(q, qt, {T, Hq, D});
   a.out = TensorView::contiguous(out, DType::f32, {T, Hq, D});
   a.batch = batch.view();
   a.params.scale = 0.125f;
@@ -95,7 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, false, 8},
                       NonFiniteCase{"k_nan_f16_window8", DType::f16, 0x7E00, true, 8},
                       NonFiniteCase{"v_nan_f16_at36", DType::f16, 0x7E00, false, 0, SplitKv::off, true},
-                      NonFiniteCase{"v_inf_e5m2_window8_at36_split", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true}),
+                      NonFiniteCase{"v_inf_e5m2_window8_at36_split", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true},
+                      NonFiniteCase{"v_nan_bf16_window8_at36", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true},
+                      NonFiniteCase{"v_minus_inf_bf16", DType::bf16, 0xFF80}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

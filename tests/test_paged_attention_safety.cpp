@@ -40,16 +40,26 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
 
 class PagedAttentionPathChoice : public VkTest {};
 
-TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathAndBf16Scalar) {
+TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathBf16WhereTheDeviceMultipliesIt) {
   KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  KvCacheConfig bf16_cfg = cfg, e4m3_cfg = cfg;
+  bf16_cfg.dtype = DType::bf16;
+  e4m3_cfg.dtype = DType::fp8_e4m3;
   const std::vector<int32_t> one{0, 1}, twenty{0, 20}, forty{40}, long_len{128};
   // 8 q heads over 2 kv heads: 4 rows per kv head when decoding, 4 * 20 in prefill.
   PagedAttentionPlan decode(ctx(), cfg, 8, DType::f16, PagedAttentionLengths{one, forty});
   PagedAttentionPlan prefill(ctx(), cfg, 8, DType::f16, PagedAttentionLengths{twenty, forty});
-  PagedAttentionPlan bf16(ctx(), cfg, 8, DType::bf16, PagedAttentionLengths{twenty, forty});
+  PagedAttentionPlan bf16(ctx(), cfg, 8, DType::bf16, PagedAttentionLengths{twenty, forty});   // bf16 q, f16 cache
+  PagedAttentionPlan all_bf16(ctx(), bf16_cfg, 8, DType::bf16, PagedAttentionLengths{twenty, forty});
+  PagedAttentionPlan bf16_fp8(ctx(), e4m3_cfg, 8, DType::bf16, PagedAttentionLengths{one, forty});
+  PagedAttentionPlan f16_bf16(ctx(), bf16_cfg, 8, DType::f16, PagedAttentionLengths{one, forty});
   EXPECT_EQ(decode.path(), ctx().path_for("paged_attention"));
   EXPECT_EQ(prefill.path(), ctx().path_for("paged_attention"));
-  EXPECT_EQ(bf16.path(), Path::scalar);   // no bf16 matrices yet
+  EXPECT_EQ(bf16.path(), Path::scalar);       // f16 and bf16 mixed: neither holds the other
+  EXPECT_EQ(f16_bf16.path(), Path::scalar);
+  const Path bf16_path = ctx().capabilities().bf16_matrices ? ctx().path_for("paged_attention") : Path::scalar;
+  EXPECT_EQ(all_bf16.path(), bf16_path);
+  EXPECT_EQ(bf16_fp8.path(), bf16_path);
 
   // The workgroup size each plan dispatches: scalar tiles of 128 invocations
   // here; on the matrix paths (detail::matrix_subgroups) 4 subgroups for items

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vkattn {
@@ -51,6 +52,9 @@ struct Capabilities {
   bool buffer_device_address = false, push_descriptors = false, memory_model = false;
 
   bool coopmat = false;                 // VK_KHR_cooperative_matrix, with the f16 16x16x16 shape
+  // The bf16 16x16x16 shape (f32 accumulation) too, with VK_KHR_shader_bfloat16's
+  // cooperative matrices: the matrix paths then take bf16 inputs.
+  bool bf16_matrices = false;
   std::vector<CoopMatShape> coopmat_shapes;
   bool coopmat2 = false;                // VK_NV_cooperative_matrix2 with every feature vkattn uses
   std::vector<std::string> coopmat2_features;   // the features present
@@ -61,6 +65,9 @@ struct Capabilities {
 
   std::vector<Path> paths;              // paths this device can run, best first
   std::string missing_for(Path p) const;    // "" when p is available, else what the device lacks
+  // Whether the device lists the subgroup-scope shape m x n x k of `type`
+  // ("f16" or "bf16") inputs with f32 accumulation.
+  bool has_subgroup_shape(uint32_t m, uint32_t n, uint32_t k, std::string_view type) const;
 };
 
 }  // namespace vkattn

@@ -160,7 +160,8 @@ class PagedAttentionPlan {
   uint64_t workspace_bytes() const;   // 0 when not split
   uint64_t num_workgroups() const;    // of the attention dispatch
   uint32_t workgroup_size() const;    // invocations per workgroup of the attention kernel
-  Path path() const;              // the kernel path it runs on (bf16 inputs run the scalar one)
+  Path path() const;              // the kernel path it runs on (f16 and bf16 mixed, or bf16 on a device
+                                  // without bf16 matrices, run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }
 
  private:

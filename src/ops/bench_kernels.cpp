@@ -64,16 +64,23 @@ MatmulPeakLayout matmul_peak_layout(const Context& ctx, Path path) {
 }
 
 void matmul_peak(Context& ctx, Path path, BufferRef a, BufferRef b, BufferRef c, uint32_t workgroups,
-                 uint32_t iterations, VkCommandBuffer cmd) {
+                 uint32_t iterations, VkCommandBuffer cmd, DType element) {
   auto& impl = ctx.impl();
   std::string missing = impl.caps.missing_for(path);
   if (!missing.empty()) throw Error("bench::matmul_peak: path '" + std::string(path_name(path)) + "' needs " + missing);
+  if (element != DType::f16 && element != DType::bf16)
+    throw Error("bench::matmul_peak: element dtype " + std::string(dtype_name(element)) + ", expected f16 or bf16");
+  const bool bf16 = element == DType::bf16;
+  if (bf16 && (path == Path::scalar || !impl.caps.bf16_matrices))
+    throw Error("bench::matmul_peak: bf16 needs a matrix path on a device with bf16 cooperative matrices (path '" +
+                std::string(path_name(path)) + "', bf16 matrices " + (impl.caps.bf16_matrices ? "yes" : "no") + ")");
   MatmulPeakLayout l = matmul_peak_layout(ctx, path);
   if (a.size < l.a_elems * 2u || b.size < l.b_elems * 2u || c.size < l.c_elems_per_workgroup * 4 * workgroups)
     throw Error("bench::matmul_peak: buffers too small for " + std::to_string(workgroups) + " workgroups");
   abi::BenchMatmulSpec spec;
   spec.MM_WORKGROUP_SIZE = l.workgroup_size;
-  const Pipeline& p = impl.pipelines->get({"bench_matmul_peak", path, spec_words(spec), 4, sizeof(abi::BenchMatmulPush)});
+  const Pipeline& p =
+      impl.pipelines->get({bf16 ? "bench_matmul_peak_bf16" : "bench_matmul_peak", path, spec_words(spec), 4, sizeof(abi::BenchMatmulPush)});
   if (workgroups == 0 || workgroups > impl.caps.max_workgroup_count[0])
     throw Error("bench::matmul_peak: workgroups = " + std::to_string(workgroups) + ", expected 1 to " +
                 std::to_string(impl.caps.max_workgroup_count[0]));

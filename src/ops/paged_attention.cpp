@@ -26,29 +26,30 @@ constexpr std::string_view kOp = "paged_attention";
 
 [[noreturn]] void fail(const std::string& what) { throw Error("paged_attention: " + what); }
 
-// The path a plan runs on: the context's, except that bf16 inputs take the
-// scalar module (glslang 15 has no bf16 matrices; f16 cannot hold bf16's
-// range), and so do devices whose subgroups are too narrow for the matrix
-// kernel's row mapping (16 lanes or more).
+// The path a plan runs on: the context's, except where the matrix kernel
+// cannot take the inputs: f16 and bf16 mixed (q of one, cache of the other:
+// neither type holds the other), bf16 on a device that multiplies no bf16
+// matrices, or subgroups too narrow for its row mapping (16 lanes or more).
 Path choose_path(const Context& ctx, DType q_dtype, DType cache_dtype) {
   Path p = ctx.path_for("paged_attention");
-  if (q_dtype == DType::bf16 || cache_dtype == DType::bf16) return Path::scalar;
+  if (p == Path::scalar) return p;
+  const bool bf16 = q_dtype == DType::bf16 || cache_dtype == DType::bf16;
+  if (bf16 && (q_dtype != DType::bf16 || cache_dtype == DType::f16 || !ctx.capabilities().bf16_matrices)) return Path::scalar;
   const uint32_t sg = ctx.capabilities().subgroup_size;
   if (sg < 16 || sg > 128 || !std::has_single_bit(sg)) return Path::scalar;
   return p;
 }
 
-ScheduleDevice schedule_device(const Context& ctx, Path path) {
+// The matrix kernel's element type: q's (f16 or bf16; choose_path keeps the
+// cache's compatible).
+ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   const auto& caps = ctx.capabilities();
   ScheduleDevice d;
   d.path = path;
   d.subgroup_size = caps.subgroup_size;
   d.multiprocessors = caps.scheduling_multiprocessors;
   d.max_shared_memory = caps.max_shared_memory;
-  d.has_16x8x16 = std::any_of(caps.coopmat_shapes.begin(), caps.coopmat_shapes.end(), [](const CoopMatShape& s) {
-    return s.m == 16 && s.n == 8 && s.k == 16 && s.a_type == "f16" && s.b_type == "f16" && s.c_type == "f32" &&
-           s.result_type == "f32" && s.scope == "subgroup";
-  });
+  d.has_16x8x16 = caps.has_subgroup_shape(16, 8, 16, q_dtype == DType::bf16 ? "bf16" : "f16");
   return d;
 }
 
@@ -122,9 +123,12 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
 }
 
 const Pipeline& main_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
-  // The matrix kernel maps rows to lanes for one subgroup size.
+  // The matrix kernel maps rows to lanes for one subgroup size, and has a
+  // module for each element type.
   const uint32_t sg = path == Path::scalar ? 0 : spec.PA_SUBGROUP_SIZE;
-  return impl.pipelines->get({kOp, path, spec_words(spec), abi::PA_BINDINGS, sizeof(abi::PagedAttentionPush), sg});
+  const bool bf16 = path != Path::scalar && spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
+  return impl.pipelines->get({bf16 ? "paged_attention_bf16" : kOp, path, spec_words(spec), abi::PA_BINDINGS,
+                              sizeof(abi::PagedAttentionPush), sg});
 }
 
 abi::PagedAttentionReduceSpec reduce_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v) {
@@ -165,7 +169,7 @@ void check_variant(const PagedAttentionVariant& v) {
 void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem& problem) {
   p.context_id = ctx.id();
   p.path = choose_path(ctx, p.q_dtype, p.cache.dtype);
-  p.schedule = schedule_paged_attention(schedule_device(ctx, p.path), problem);
+  p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), problem);
 }
 
 ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttentionPlanOptions& o) {
@@ -269,7 +273,7 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
   p.num_q_heads = num_q_heads;
   p.q_dtype = q_dtype;
   p.path = choose_path(ctx, q_dtype, cache.dtype);
-  const ScheduleDevice dev = schedule_device(ctx, p.path);
+  const ScheduleDevice dev = schedule_device(ctx, p.path, q_dtype);
   // Every tile a batch may get (by its longest query's rows: none, one
   // decode token's GQA heads, or more), and on the matrix paths every
   // workgroup size up to the tile's most.

@@ -17,7 +17,7 @@ struct ScheduleDevice {
   uint32_t subgroup_size = 32;
   uint32_t multiprocessors = 16;   // Capabilities::scheduling_multiprocessors
   uint32_t max_shared_memory = 48 * 1024;
-  bool has_16x8x16 = false;        // KHR f16 16x8x16 subgroup matrices: 8-row tiles
+  bool has_16x8x16 = false;        // KHR 16x8x16 subgroup matrices of the element type: 8-row tiles
 };
 
 struct ScheduleProblem {

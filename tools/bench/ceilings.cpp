@@ -85,9 +85,13 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches) {
 }
 
 // Random A, B with entries in {-1, 0, 1}; the expected C of `iterations` multiply-adds.
-BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterations) {
+// element: f16, or bf16 (matrix paths): the values are small integers, exact in both.
+BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterations, DType element) {
   const auto layout = bench::matmul_peak_layout(ctx, path);
-  auto make_inputs = [layout, path](ref::Rng& rng, std::vector<uint16_t>& a, std::vector<uint16_t>& b) {
+  const bool bf16 = element == DType::bf16;
+  auto encode = [bf16](double x) { return bf16 ? ref::bf16_from_double(x) : ref::f16_from_double(x); };
+  auto decode = [bf16](uint16_t x) { return bf16 ? ref::bf16_to_double(x) : ref::f16_to_double(x); };
+  auto make_inputs = [layout, path, encode](ref::Rng& rng, std::vector<uint16_t>& a, std::vector<uint16_t>& b) {
     a.resize(layout.a_elems);
     b.resize(layout.b_elems);
     if (path == Path::scalar) {
@@ -96,8 +100,8 @@ BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterati
       for (int i = 0; i < 4; ++i) { a[i] = ref::f16_from_double(x[i]); b[i] = ref::f16_from_double(y[i]); }
       return;
     }
-    for (auto& v : a) v = ref::f16_from_double(double(int(rng.below(3)) - 1));
-    for (auto& v : b) v = ref::f16_from_double(double(int(rng.below(3)) - 1));
+    for (auto& v : a) v = encode(double(int(rng.below(3)) - 1));
+    for (auto& v : b) v = encode(double(int(rng.below(3)) - 1));
   };
   auto ab = std::make_shared<std::pair<Buffer, Buffer>>(Buffer(ctx, layout.a_elems * 2), Buffer(ctx, layout.b_elems * 2));
   {
@@ -109,15 +113,15 @@ BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterati
   }
   auto c = std::make_shared<Buffer>(ctx, layout.c_elems_per_workgroup * 4 * workgroups);
   BenchOp op;
-  op.info.name = std::string("f16 matrix peak (") + std::string(path_name(path)) + ")";
-  op.info.params = {{"path", std::string(path_name(path))}, {"dtype", "f16"}, {"workgroups", std::to_string(workgroups)},
+  op.info.name = std::string(dtype_name(element)) + " matrix peak (" + std::string(path_name(path)) + ")";
+  op.info.params = {{"path", std::string(path_name(path))}, {"dtype", std::string(dtype_name(element))}, {"workgroups", std::to_string(workgroups)},
                     {"iterations", std::to_string(iterations)}};
   op.info.flops = layout.flops_per_workgroup_iteration * workgroups * iterations;
   op.info.bound = "compute";
-  op.record = [&ctx, path, ab, c, workgroups, iterations](VkCommandBuffer cmd, uint32_t) {
-    bench::matmul_peak(ctx, path, ab->first, ab->second, *c, workgroups, iterations, cmd);
+  op.record = [&ctx, path, ab, c, workgroups, iterations, element](VkCommandBuffer cmd, uint32_t) {
+    bench::matmul_peak(ctx, path, ab->first, ab->second, *c, workgroups, iterations, cmd, element);
   };
-  op.verify = [&ctx, path, layout, make_inputs]() {
+  op.verify = [&ctx, path, layout, make_inputs, decode, element]() {
     const uint32_t wgs = 3, iters = std::min<uint32_t>(37, layout.max_exact_iterations);
     ref::Rng rng(11);
     std::vector<uint16_t> a, b;
@@ -126,7 +130,7 @@ BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterati
     ba.upload(a.data(), a.size() * 2);
     bb.upload(b.data(), b.size() * 2);
     bc.fill(0x7FC00000u);   // NaN poison
-    ctx.submit_and_wait([&](VkCommandBuffer cmd) { bench::matmul_peak(ctx, path, ba, bb, bc, wgs, iters, cmd); });
+    ctx.submit_and_wait([&](VkCommandBuffer cmd) { bench::matmul_peak(ctx, path, ba, bb, bc, wgs, iters, cmd, element); });
     auto got = bc.download_as<float>(layout.c_elems_per_workgroup * wgs);
     std::vector<double> expect(layout.c_elems_per_workgroup);
     if (path == Path::scalar) {
@@ -138,7 +142,7 @@ BenchOp matmul_op(Context& ctx, Path path, uint32_t workgroups, uint32_t iterati
       std::vector<double> tile(size_t(M) * N, 0.0);
       for (uint32_t i = 0; i < M; ++i)
         for (uint32_t j = 0; j < N; ++j)
-          for (uint32_t k = 0; k < K; ++k) tile[i * N + j] += ref::f16_to_double(a[i * K + k]) * ref::f16_to_double(b[k * N + j]);
+          for (uint32_t k = 0; k < K; ++k) tile[i * N + j] += decode(a[i * K + k]) * decode(b[k * N + j]);
       for (size_t i = 0; i < expect.size(); ++i) expect[i] = iters * tile[i % tile.size()];
     }
     Verification v;
@@ -173,7 +177,8 @@ std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick) {
   // iterations that each launch runs for about a millisecond on a big GPU.
   uint32_t workgroups = cpu || quick ? 16 : sms * (path == Path::scalar ? 16 : 8);
   uint32_t iterations = path == Path::scalar ? layout.max_exact_iterations : (cpu || quick ? 64 : 2048);
-  ops.push_back(matmul_op(ctx, path, workgroups, iterations));
+  ops.push_back(matmul_op(ctx, path, workgroups, iterations, DType::f16));
+  if (path != Path::scalar && caps.bf16_matrices) ops.push_back(matmul_op(ctx, path, workgroups, iterations, DType::bf16));
   ops.push_back(dispatch_op(ctx, 1));
   ops.push_back(dispatch_op(ctx, 2));
   return ops;
@@ -199,7 +204,7 @@ void absorb_ceiling(report::Ceilings& ceilings, const report::BenchCase& c) {
   const auto s = report::stats_of(c, ceilings);
   if (c.params.count("path") == 0 && c.bound == "memory" && c.name.rfind("copy", 0) == 0) ceilings.copy_gbps = s.gbps;
   if (c.bound == "compute" && c.name.find("matrix peak") != std::string::npos) {
-    ceilings.f16_tflops = s.tflops;
+    (c.params.at("dtype") == "bf16" ? ceilings.bf16_tflops : ceilings.f16_tflops) = s.tflops;
     ceilings.matrix_path = c.params.at("path");
   }
   if (c.bound == "latency") {

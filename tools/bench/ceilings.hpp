@@ -9,9 +9,9 @@
 
 namespace vkattn::tool {
 
-// The copy case, the matrix-peak case (f16; bf16 needs GL_EXT_bfloat16,
-// which glslang 15 lacks, so its ceiling is reported as unknown), and the
-// fixed cost of one dispatch and of two dependent ones.
+// The copy case, the matrix-peak cases (f16, and bf16 on a matrix path of a
+// device with bf16 cooperative matrices), and the fixed cost of one dispatch
+// and of two dependent ones.
 std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick);
 // Runs the matrix-peak kernel for about 0.3 s, untimed. Seen on an H200: after
 // a few seconds of host-side setup, memory-bound kernels ran at 41% of their

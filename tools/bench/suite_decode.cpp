@@ -18,7 +18,7 @@
 
 namespace vkattn::tool {
 
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick);
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype);
 
 namespace {
 
@@ -26,8 +26,9 @@ using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Shape {
   uint32_t q_heads, kv_heads, head_size, block_size;
-  DType dtype = DType::f16;
+  DType dtype = DType::f16;     // the cache's
   KvLayout layout = KvLayout::nhd;
+  DType q_dtype = DType::f16;   // q's and out's
 };
 
 // Rotating copies: one cache holding `copies` disjoint sets of blocks, one
@@ -56,7 +57,7 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
     for (uint32_t i = 0; i < q; ++i) pairs += s - q + i + 1;   // keys each causal row sees
   }
   const uint64_t kv_bytes = uint64_t(kv_tokens) * Hkv * D * 2 * es;
-  const uint64_t qo_bytes = uint64_t(tokens) * Hq * D * 2;   // f16 q and out, each
+  const uint64_t qo_bytes = uint64_t(tokens) * Hq * D * 2;   // 16-bit q and out, each
   uint32_t copies = rotation_copies(kv_bytes + 2 * qo_bytes);
   const uint64_t block_bytes = uint64_t(bs) * Hkv * D * es;
   const uint64_t budget = ctx.capabilities().device_local_bytes * 7 / 10;
@@ -74,9 +75,9 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   KvCacheConfig cfg{.num_blocks = blocks_per_copy * copies, .block_size = bs, .num_kv_heads = Hkv, .head_size = D,
                     .dtype = sh.dtype, .layout = sh.layout, .k_scale = 0.05f, .v_scale = 0.05f};
   in->cache = std::make_unique<PagedKvCache>(ctx, cfg);
-  // Timing does not depend on the values: fill on the device with finite f16
-  // (0x3266 ~ 0.2, 0x2E66 ~ 0.1) or fp8 bytes instead of uploading gigabytes.
-  in->cache->fill(es == 2 ? 0x2E663266u : 0x2A2C2A2Cu);
+  // Timing does not depend on the values: fill on the device with finite
+  // values (about 0.2 and 0.1 in f16 or bf16) or fp8 bytes instead of uploading gigabytes.
+  in->cache->fill(sh.dtype == DType::bf16 ? 0x3DCD3E4Du : es == 2 ? 0x2E663266u : 0x2A2C2A2Cu);
   // Blocks in random order across the whole cache, dealt out to the copies.
   ref::Rng rng(uint64_t(tokens) * 7919 + blocks_per_copy);
   std::vector<uint32_t> perm = ref::random_permutation(rng, cfg.num_blocks);
@@ -87,7 +88,7 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
     qsl.push_back(qsl.back() + int32_t(q));
     lens.push_back(int32_t(s));
   }
-  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, DType::f16, PagedAttentionLengths{qsl, lens});
+  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens});
   const int64_t S = int64_t(seqs.size()), T = tokens;
   // Metadata: query_start_loc and seq_lens, then one block table per copy.
   const uint64_t table_words = uint64_t(S) * max_blocks;
@@ -102,15 +103,16 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   }
   in->meta = std::make_unique<Buffer>(ctx, words.size() * 4);
   in->meta->upload(words.data(), words.size() * 4);
-  std::vector<uint8_t> q = ref::encode_values(ref::ElemType::f16, ref::random_values(rng, uint64_t(tokens) * Hq * D * copies, 2.0));
+  const ref::ElemType q_elem = sh.q_dtype == DType::bf16 ? ref::ElemType::bf16 : ref::ElemType::f16;
+  std::vector<uint8_t> q = ref::encode_values(q_elem, ref::random_values(rng, uint64_t(tokens) * Hq * D * copies, 2.0));
   in->q = std::make_unique<Buffer>(ctx, std::max<uint64_t>(q.size(), 16));
   in->q->upload(q.data(), q.size());
   in->out = std::make_unique<Buffer>(ctx, std::max<uint64_t>(qo_bytes * copies, 16));
   if (in->plan->split()) in->workspace = std::make_unique<Buffer>(ctx, in->plan->workspace_bytes());
   for (uint32_t c = 0; c < copies; ++c) {
     PagedAttentionArgs a;
-    a.q = TensorView::contiguous(*in->q, DType::f16, {T, Hq, D}, c * qo_bytes);
-    a.out = TensorView::contiguous(*in->out, DType::f16, {T, Hq, D}, c * qo_bytes);
+    a.q = TensorView::contiguous(*in->q, sh.q_dtype, {T, Hq, D}, c * qo_bytes);
+    a.out = TensorView::contiguous(*in->out, sh.q_dtype, {T, Hq, D}, c * qo_bytes);
     a.batch.query_start_loc = TensorView::contiguous(*in->meta, DType::i32, {S + 1});
     a.batch.seq_lens = TensorView::contiguous(*in->meta, DType::i32, {S}, (S + 1) * 4);
     a.batch.block_table = TensorView::contiguous(*in->meta, DType::i32, {S, max_blocks}, (2 * S + 1 + c * table_words) * 4);
@@ -122,7 +124,7 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   const PagedAttentionPlan& p0 = *in->plan;
   params.insert({{"q_heads", std::to_string(Hq)}, {"kv_heads", std::to_string(Hkv)}, {"head_size", std::to_string(D)},
                  {"block_size", std::to_string(bs)}, {"cache", std::string(dtype_name(sh.dtype))},
-                 {"layout", std::string(layout_name(sh.layout))}, {"dtype", "f16"}, {"copies", std::to_string(copies)},
+                 {"layout", std::string(layout_name(sh.layout))}, {"dtype", std::string(dtype_name(sh.q_dtype))}, {"copies", std::to_string(copies)},
                  {"split", p0.split() ? "on" : "off"}, {"segments", std::to_string(p0.num_segments())},
                  {"workgroups", std::to_string(p0.num_workgroups())}, {"path", std::string(path_name(p0.path()))},
                  {"workgroup_size", std::to_string(p0.workgroup_size())}});
@@ -147,6 +149,7 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
     pc.head_size = sh.head_size;
     pc.block_size = sh.block_size;
     pc.cache_dtype = sh.dtype;
+    pc.q_dtype = pc.out_dtype = sh.q_dtype;
     pc.layout = sh.layout;
     pc.split = split ? SplitKv::on : SplitKv::off;
     pc.num_segments = split ? std::min<uint32_t>(segments, 8) : 0;
@@ -160,10 +163,12 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
 
 }  // namespace
 
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick) {
+// dtype: of q, out and the cache (f16 or bf16).
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype) {
   std::vector<BenchOp> ops;
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
-  const Shape sh = quick ? Shape{8, 2, 64, 16} : Shape{32, 8, 128, 16};
+  Shape sh = quick ? Shape{8, 2, 64, 16} : Shape{32, 8, 128, 16};
+  sh.dtype = sh.q_dtype = dtype;
   const std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
   const std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
   const uint32_t verify_len = quick ? 150 : 1100;

@@ -1,19 +1,23 @@
 #include "bench/suites.hpp"
 
+#include <vkattn/dtype.hpp>
+
 #include "bench/ceilings.hpp"
 
 namespace vkattn::tool {
 
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick);   // suite_decode.cpp
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype);   // suite_decode.cpp
 
 const std::vector<Suite>& suites() {
   static const std::vector<Suite> all = {
-      {"ceilings", "copy bandwidth and the f16 matrix rate of the best path", "GB/s",
+      {"ceilings", "copy bandwidth and the f16 (and bf16) matrix rate of the best path", "GB/s",
        [](Context& ctx, bool quick) { return ceiling_ops(ctx, quick); }},
       {"write-kv-cache", "write_kv_cache: 256..32768 tokens x 8 heads x 128, f16 and fp8 caches", "GB/s",
        write_kv_cache_cases},
       {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 cache; one varlen batch",
-       "GB/s", decode_cases},
+       "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DType::f16); }},
+      {"decode-bf16", "the decode suite with bf16 q, out and cache", "GB/s",
+       [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DType::bf16); }},
       {"serve", "a 32-layer serving loop (write_kv_cache + paged_attention per layer), planned and replayed: host and GPU per step",
        "GB/s", nullptr},
   };
