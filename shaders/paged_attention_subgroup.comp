@@ -92,9 +92,10 @@ const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
 const uint PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const bool PREFETCH = PPL <= 8u;
 
-// Transposed products, so that the rows are the matrices' N (8 or 16; both
-// are KHR shapes on NVIDIA): S^T = K Q^T and O^T += V^T P^T. Decode tiles of
-// 8 rows halve O's registers (16x8 slices), which lets more subgroups run.
+// Transposed products, so that the rows are the matrices' N (8 or 16: the
+// H200 has both for f16, only 16 for bf16; the plan picks by the device's
+// shapes): S^T = K Q^T and O^T += V^T P^T. Decode tiles of 8 rows halve O's
+// registers (16x8 slices), which lets more subgroups run.
 #define MatA coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // K or V^T: 16 x 16
 #define MatB coopmat<ELEM, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseAccumulator>   // S^T or O^T slice
