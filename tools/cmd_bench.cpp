@@ -98,6 +98,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   bool* host_only = nullptr;
   std::vector<int64_t>* batches = nullptr;
   int64_t *layers = nullptr, *context = nullptr, *chunk = nullptr, *steps = nullptr;
+  const bool decode = suite->name == "decode";
+  std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr;
+  int64_t* block_size = nullptr;
+  if (decode) {
+    dtype = &f.add_choice("dtype", "f16", {"f16", "bf16"}, "q and out dtype");
+    cache_dtype = &f.add_choice("cache-dtype", "same", {"same", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"},
+                                "KV cache dtype (same: --dtype's; GB/s counts its bytes)");
+    block_size = &f.add_int("block-size", 16, "tokens per cache block", 1, 1024);
+    layout = &f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout");
+  }
   if (serve) {
     host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");
     batches = &f.add_int_list("batch", {1, 16, 64, 256}, "decoding sequences per step", 1, 4096);
@@ -158,7 +168,17 @@ int cmd_bench(const std::vector<std::string>& args) {
     so.before_timing = mo.before_timing;
     results = serve_cases(ctx, so);
   }
-  std::vector<BenchOp> ops = serve ? std::vector<BenchOp>{} : suite->cases(ctx, quick);
+  std::vector<BenchOp> ops;
+  if (decode) {
+    DecodeOptions d;
+    d.dtype = parse_dtype(*dtype);
+    d.cache_dtype = *cache_dtype == "same" ? d.dtype : parse_dtype(*cache_dtype);
+    d.block_size = static_cast<uint32_t>(*block_size);
+    d.layout = parse_layout(*layout);
+    ops = decode_cases(ctx, quick, d);
+  } else if (!serve) {
+    ops = suite->cases(ctx, quick);
+  }
   for (auto& op : ops) {
     if (!std::regex_search(op.info.name, re)) continue;
     progress.step(op.info.name);

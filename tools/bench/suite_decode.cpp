@@ -18,8 +18,6 @@
 
 namespace vkattn::tool {
 
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype);
-
 namespace {
 
 using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
@@ -163,12 +161,13 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
 
 }  // namespace
 
-// dtype: of q, out and the cache (f16 or bf16).
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype) {
+std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o) {
   std::vector<BenchOp> ops;
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
-  Shape sh = quick ? Shape{8, 2, 64, 16} : Shape{32, 8, 128, 16};
-  sh.dtype = sh.q_dtype = dtype;
+  Shape sh = quick ? Shape{8, 2, 64, o.block_size} : Shape{32, 8, 128, o.block_size};
+  sh.dtype = o.cache_dtype;
+  sh.q_dtype = o.dtype;
+  sh.layout = o.layout;
   const std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
   const std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
   const uint32_t verify_len = quick ? 150 : 1100;

@@ -1,12 +1,9 @@
 #include "bench/suites.hpp"
 
-#include <vkattn/dtype.hpp>
-
 #include "bench/ceilings.hpp"
 
 namespace vkattn::tool {
 
-std::vector<BenchOp> decode_cases(Context& ctx, bool quick, DType dtype);   // suite_decode.cpp
 
 const std::vector<Suite>& suites() {
   static const std::vector<Suite> all = {
@@ -14,10 +11,8 @@ const std::vector<Suite>& suites() {
        [](Context& ctx, bool quick) { return ceiling_ops(ctx, quick); }},
       {"write-kv-cache", "write_kv_cache: 256..32768 tokens x 8 heads x 128, f16 and fp8 caches", "GB/s",
        write_kv_cache_cases},
-      {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 cache; one varlen batch",
-       "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DType::f16); }},
-      {"decode-bf16", "the decode suite with bf16 q, out and cache", "GB/s",
-       [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DType::bf16); }},
+      {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 NHD cache of block 16 unless flags say otherwise; one varlen batch",
+       "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DecodeOptions{}); }},
       {"serve", "a 32-layer serving loop (write_kv_cache + paged_attention per layer), planned and replayed: host and GPU per step",
        "GB/s", nullptr},
   };
