@@ -58,6 +58,7 @@
 #if PA_MATRIX_BF16
 #extension GL_EXT_bfloat16 : require
 #define ELEM bfloat16_t
+const bool ELEM_IS_BF16 = true;
 const uint ELEM_EXPONENT = 0x7F80u;
 ELEM elem_from_bits(uint16_t b) { return uintBitsToBFloat16EXT(b); }
 uint elem_pair_bits(float a, float b) {
@@ -65,6 +66,7 @@ uint elem_pair_bits(float a, float b) {
 }
 #else
 #define ELEM float16_t
+const bool ELEM_IS_BF16 = false;
 const uint ELEM_EXPONENT = 0x7C00u;
 ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
 uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
@@ -195,7 +197,13 @@ void store_pieces(uvec4 raw[8], uint first, uint warp) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= 2u * D) continue;
     uvec4 h = raw[i];
-    if (PA_FP8_CACHE) {
+    if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2 && !ELEM_IS_BF16) {
+      // e5m2 is f16's top byte: bytes 0-3 of raw.x and raw.y become four f16 pairs.
+      [[unroll]] for (uint w = 0; w < 2u; ++w) {
+        h[2u * w] = ((raw[i][w] & 0xFFu) << 8) | ((raw[i][w] & 0xFF00u) << 16);
+        h[2u * w + 1u] = ((raw[i][w] >> 8) & 0xFF00u) | (raw[i][w] & 0xFF000000u);
+      }
+    } else if (PA_FP8_CACHE) {
       float x[8];
       pa_decode_raw8(raw[i], 1.0, x);
       [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = elem_pair_bits(x[2u * e], x[2u * e + 1u]);

@@ -103,10 +103,27 @@ uint vka_f32_to_bf16(float x) { return vka_nf_encode(x, 8, 7, 127, 0x7F7Fu, 0x7F
 float vka_bf16_to_f32(uint bits) { return vka_nf_decode(bits, 8, 7, 127, 0x7F7Fu, true); }
 
 uint vka_f32_to_e4m3(float x) { return vka_nf_encode(x, 4, 3, 7, 0x7Eu, 0x7Fu); }
-float vka_e4m3_to_f32(uint bits) { return vka_nf_decode(bits, 4, 3, 7, 0x7Eu, false); }
+// The fp8 decoders run on every element of an fp8 cache in the attention
+// kernels' key loops: selects, no branches (vka_nf_decode's, data-dependent,
+// diverge there). Subnormals are man * 2^(1 - bias - mbits), computed in f32
+// exactly and far from f32's own subnormals.
+float vka_e4m3_to_f32(uint bits) {
+  const uint mag = bits & 0x7Fu, sign = (bits & 0x80u) << 24;
+  const uint ex = mag >> 3, man = mag & 7u;
+  const uint normal = ((ex + 120u) << 23) | (man << 20);
+  const uint subnormal = floatBitsToUint(float(man) * 0.001953125);   // 2^-9
+  return uintBitsToFloat(sign | (mag == 0x7Fu ? 0x7FC00000u : ex != 0u ? normal : subnormal));
+}
 
 uint vka_f32_to_e5m2(float x) { return vka_nf_encode(x, 5, 2, 15, 0x7Bu, 0x7Eu); }
-float vka_e5m2_to_f32(uint bits) { return vka_nf_decode(bits, 5, 2, 15, 0x7Bu, true); }
+float vka_e5m2_to_f32(uint bits) {
+  const uint mag = bits & 0x7Fu, sign = (bits & 0x80u) << 24;
+  const uint ex = mag >> 2, man = mag & 3u;
+  const uint normal = ((ex + 112u) << 23) | (man << 21);
+  const uint subnormal = floatBitsToUint(float(man) * 1.52587890625e-05);   // 2^-16
+  const uint special = man == 0u ? 0x7F800000u : 0x7FC00000u;               // Inf, NaN
+  return uintBitsToFloat(sign | (ex == 31u ? special : ex != 0u ? normal : subnormal));
+}
 
 // x in the narrow format `dtype` (DTYPE_F16, DTYPE_BF16, DTYPE_FP8_E4M3 or
 // DTYPE_FP8_E5M2): the bits to store. Kernels pass a specialization constant,
