@@ -21,9 +21,10 @@ namespace {
 
 using ref::Rng;
 
-// Four cases per test: each compiles its own pipelines, about 4 s apiece on
-// lavapipe with a cold shader cache.
-constexpr uint32_t kCasesPerGroup = 4, kGroups = 8;
+// Two cases per test: each compiles its own pipelines on lavapipe, slowly
+// with a cold shader cache and more so on a loaded machine, and no test may
+// take a minute there (four per test came close beside a CPU hog).
+constexpr uint32_t kCasesPerGroup = 2, kGroups = 16;
 
 tool::PagedAttentionCase random_case(Rng& r) {
   tool::PagedAttentionCase c;
