@@ -168,6 +168,14 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   sh.dtype = o.cache_dtype;
   sh.q_dtype = o.dtype;
   sh.layout = o.layout;
+  // Case names say what differs from the default sweep (f16 q and cache, NHD, block 16).
+  std::string variant;
+  auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
+  if (o.dtype != DType::f16) note(std::string(dtype_name(o.dtype)) + " q");
+  if (o.cache_dtype != DType::f16) note(std::string(dtype_name(o.cache_dtype)) + " cache");
+  if (o.layout != KvLayout::nhd) note(std::string(layout_name(o.layout)));
+  if (o.block_size != 16) note("block " + std::to_string(o.block_size));
+  if (!variant.empty()) variant += ")";
   const std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
   const std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
   const uint32_t verify_len = quick ? 150 : 1100;
@@ -179,7 +187,7 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
       Seqs vs = {{1, v}};
       if (B > 1) vs.push_back({1, std::max(1u, v - 7)});
       if (B > 2) vs.push_back({1, v / 2 + 3});
-      decode_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L), seqs, sh, vs,
+      decode_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L) + variant, seqs, sh, vs,
                   {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", "1"}});
     }
   // A varlen batch: decode rows next to chunked-prefill rows.
@@ -188,7 +196,7 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   const Seqs mixed_verify = quick ? mixed : Seqs{{1, 1328}, {5, 18}, {33, 463}, {1, 1100}, {16, 600}};
   uint32_t max_ctx = 0;
   for (auto [q, s] : mixed) max_ctx = std::max(max_ctx, s);
-  decode_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs", mixed, sh, mixed_verify,
+  decode_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs" + variant, mixed, sh, mixed_verify,
               {{"batch", std::to_string(mixed.size())}, {"ctx", std::to_string(max_ctx)}, {"query_len", "mixed"}});
   return ops;
 }
