@@ -24,18 +24,11 @@
 // caches; P is then rounded to bf16 too). fp8 values are exact in both;
 // k_scale and v_scale apply in f32.
 //
-// A value a row cannot see must not reach it, but a matrix product computes
-// P[r][k] * V[k][d] for every pair, and 0 * NaN (or Inf) is NaN. Keys
-// outside the item's range [kv_begin, kv_end) are staged as 0. Inside it,
-// rows of one token (PA_SINGLE_TOKEN_ROWS: decode) see the same keys, so
-// nothing can leak. Rows of several tokens do not, but only in the few tiles
-// that some row sees in part (the causal diagonal, a window's edge;
-// partly_seen). There, non-finite V values are staged as 0, and after the
-// key loop, if any were, each output element takes what the values its row
-// sees make of it (nonfinite_term: +Inf, -Inf or NaN). The test runs as a
-// pass of its own over the staged tile, only in kernels for rows of several
-// tokens: code in the key loop, even never run, slows it (DEVELOPERS.md,
-// "What the matrix decode kernel is sensitive to").
+// Non-finite V values a row must not see (attention_nonfinite.glsl): in
+// partly seen 16-key tiles they are staged as 0 by a pass of its own over the
+// staged tile, only in kernels for rows of several tokens: code in the key
+// loop, even never run, slows it (DEVELOPERS.md, "What the matrix decode
+// kernel is sensitive to").
 //
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -54,23 +47,8 @@
 #include "grid.glsl"
 #include "paged_attention_io.glsl"
 
-// The matrices' element type (the module is built once for each).
-#if PA_MATRIX_BF16
-#extension GL_EXT_bfloat16 : require
-#define ELEM bfloat16_t
-const bool ELEM_IS_BF16 = true;
-const uint ELEM_EXPONENT = 0x7F80u;
-ELEM elem_from_bits(uint16_t b) { return uintBitsToBFloat16EXT(b); }
-uint elem_pair_bits(float a, float b) {
-  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
-}
-#else
-#define ELEM float16_t
-const bool ELEM_IS_BF16 = false;
-const uint ELEM_EXPONENT = 0x7C00u;
-ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
-uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
-#endif
+#include "matrix_element.glsl"
+#include "attention_nonfinite.glsl"
 
 layout(local_size_x_id = 6) in;
 
@@ -184,31 +162,12 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
   }
 }
 
-// h (eight ELEMs) with its non-finite values (exponent all ones) replaced by 0.
-uvec4 finite_or_zero(uvec4 h) {
-  const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & ELEM_EXPONENT, uvec4(ELEM_EXPONENT)));
-  const uvec4 hi = mix(uvec4(0xFFFF0000u), uvec4(0u), equal(h & (ELEM_EXPONENT << 16), uvec4(ELEM_EXPONENT << 16)));
-  return h & (lo | hi);
-}
-
 // Writes loaded pieces as ELEMs into this subgroup's part of `stage`.
 void store_pieces(uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= 2u * D) continue;
-    uvec4 h = raw[i];
-    if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2 && !ELEM_IS_BF16) {
-      // e5m2 is f16's top byte: bytes 0-3 of raw.x and raw.y become four f16 pairs.
-      [[unroll]] for (uint w = 0; w < 2u; ++w) {
-        h[2u * w] = ((raw[i][w] & 0xFFu) << 8) | ((raw[i][w] & 0xFF00u) << 16);
-        h[2u * w + 1u] = ((raw[i][w] >> 8) & 0xFF00u) | (raw[i][w] & 0xFF000000u);
-      }
-    } else if (PA_FP8_CACHE) {
-      float x[8];
-      pa_decode_raw8(raw[i], 1.0, x);
-      [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = elem_pair_bits(x[2u * e], x[2u * e + 1u]);
-    }
-    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = h;
+    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_raw(raw[i]);
   }
 }
 
@@ -221,51 +180,13 @@ bool zero_staged_nonfinite(uint warp) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
     const uint at = warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
-    const uvec4 h = stage[at], f = finite_or_zero(h);
+    const uvec4 h = stage[at], f = elem8_finite_or_zero(h);
     if (f != h) {
       stage[at] = f;
       any_replaced = true;
     }
   }
   return any_replaced;
-}
-
-// Keys [lo, hi] that every row of the item sees (their first row's position
-// bounds the causal part, their last row's the window). With rows of several
-// tokens, only a 16-key tile outside them can bring a row a value it must not
-// see (partly_seen).
-void seen_by_every_row(PaItem it, out int lo, out int hi) {
-  hi = pa_row_position(it, 0u);
-  lo = PA_HAS_WINDOW != 0u ? pa_row_position(it, it.row_count - 1u) - pc.sliding_window + 1 : 0;
-}
-bool partly_seen(int k0, int lo, int hi) { return PA_SINGLE_TOKEN_ROWS == 0u && (k0 < lo || k0 + 15 > hi); }
-
-// What the non-finite V values that partly seen tiles staged as 0 make of
-// element d of local row r (rows of several tokens only; rare, after the key
-// loop): +Inf, -Inf or NaN as IEEE sums would combine them over the keys the
-// row sees, else 0. Whether the row sees a key is the mask's answer, as in
-// the float64 reference, where no P underflows to 0.
-float nonfinite_term(PaItem it, uint r, uint d) {
-  int lo, hi;
-  seen_by_every_row(it, lo, hi);
-  const int q_pos = pa_row_position(it, r);
-  float val = 0.0;
-  for (int k = it.kv_begin; k < it.kv_end && q_pos >= 0; ++k) {
-    const int k0 = k & ~15;
-    if (!partly_seen(k0, lo, hi)) {   // staged as it is
-
-      k = k0 + 15;
-      continue;
-    }
-    if (pa_logit(it, 0.0, r, q_pos, k) == VKA_NEG_INF) continue;   // masked for this row
-    const uint64_t base = pa_block_address(true, pa_checked_block(pa_raw_block(it.seq, k), it.seq, k));
-    float x[8];
-    pa_decode_raw8(pa_load_raw8(base, true, uint(k) % PA_BLOCK_SIZE, it.kv_head, d & ~7u), 1.0, x);
-    const float v = float(ELEM(x[d % 8u]));   // as it was staged
-    if (!isinf(v) && !isnan(v)) continue;
-    val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
-  }
-  return val;
 }
 
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
@@ -344,7 +265,7 @@ void main() {
     coopMatStore(s, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
     stage_tile(it, k0, entry, true, vraw, warp);
     // (Its writes are ordered before P V's loads by the sync after the softmax.)
-    if (partly_seen(k0, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
+    if (partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
@@ -431,7 +352,7 @@ void main() {
     for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
       float o = 0.0;
       for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
-      if (fix) o += nonfinite_term(again, e / D, e % D);
+      if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
       pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
     }
     return;
@@ -452,7 +373,7 @@ void main() {
   }
   for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
     float o = uintBitsToFloat(stage[e / 4u][e % 4u]);
-    if (fix) o += nonfinite_term(again, e / D, e % D);
+    if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
     pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
   }
 }

@@ -113,7 +113,7 @@ class HostileDeviceMetadata : public VkTest {
       if (q0 < 0 || q1 < q0 || q1 > T) v.must_report = true;
       else if (len < 0 || (len > 0 && len < q1 - q0)) v.must_report = true;
       else if (len > int64_t(mbps) * bs) v.must_report = true;
-      else if (sch.one_tile_per_seq && (q1 - q0) * gqa > sch.bm) v.must_report = true;
+      else if (sch.one_tile_per_seq && !sch.prefill.on && (q1 - q0) * gqa > sch.bm) v.must_report = true;
       else {
         if (q1 - q0 > int64_t(plan.max_query_len())) v.served = false;
         if (q1 > q0)   // rows that see every key of the sequence read every block it uses

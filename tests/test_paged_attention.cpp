@@ -36,6 +36,9 @@ using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
 
 const Seqs kMixed = {{1, 1328}, {5, 18}, {129, 463}};   // decode, short prefill, long chunked prefill
 const Seqs kDecode = {{1, 523}, {1, 37}, {1, 2011}};
+// Prefill-heavy: causal prompts, chunks over a context, one decode row and a
+// short chunk beside them (the prefill kernel on the matrix paths).
+const Seqs kPrefill = {{300, 300}, {77, 1000}, {1, 613}, {130, 130}, {17, 40}};
 
 bool on_cpu(Context& ctx) { return ctx.capabilities().device_type == "CPU"; }
 
@@ -51,6 +54,13 @@ PagedAttentionCase make(const Seqs& seqs, uint32_t hq, uint32_t hkv, uint32_t d,
   c.layout = layout;
   c.seed = seed;
   c.timing_repetitions = 0;
+  return c;
+}
+
+// The prefill kernel whatever the batch's size (PrefillKernel::on).
+PagedAttentionCase make_prefill(uint32_t hq, uint32_t hkv, uint32_t d, uint32_t bs, DType cache, KvLayout layout, uint64_t seed) {
+  auto c = make(kPrefill, hq, hkv, d, bs, cache, layout, seed);
+  c.prefill = PrefillKernel::on;
   return c;
 }
 
@@ -213,6 +223,53 @@ std::vector<Combo> combos() {
     for (uint32_t i = 0; i < 48; ++i) many.push_back({1, 2048 + (i * 101) % 512});
     auto c = make(many, 8, 8, 128, 16, DType::f16, KvLayout::nhd, 310);
     add("gpu_decode_h8x8_d128_f16_nhd_bs16_48seqs_autosplit", c, true);
+  }
+  // The prefill kernel (paged_prefill.comp): head sizes 64, 80, 128 (256: see below);
+  // block sizes 16, 48, 128; GQA 1, 4, 5; every option.
+  {
+    auto c = make_prefill(32, 8, 128, 16, DType::f16, KvLayout::nhd, 401);
+    c.with_lse = true;
+    add("gpu_prefill_h32x8_d128_f16_nhd_bs16_lse", c, true);
+  }
+  {
+    auto c = make_prefill(8, 8, 64, 48, DType::bf16, KvLayout::hnd, 402);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    c.sliding_window = 100;
+    c.sinks = true;
+    add("gpu_prefill_h8x8_d64_bf16_hnd_bs48_window100_sinks", c, true);
+  }
+  {
+    auto c = make_prefill(10, 2, 80, 128, DType::fp8_e4m3, KvLayout::nhd, 403);
+    c.alibi = true;
+    c.softcap = 30;
+    c.with_lse = true;
+    c.k_scale = 0.02f;
+    c.v_scale = 0.01f;
+    add("gpu_prefill_h10x2_d80_e4m3_nhd_bs128_alibi_softcap_lse", c, true);
+  }
+  {
+    // Head size 256 has no prefill tile in 48 KiB: the plan keeps the decode kernel.
+    auto c = make_prefill(16, 4, 256, 16, DType::f16, KvLayout::split, 404);
+    c.qq_bias = true;
+    c.sinks = true;
+    c.sliding_window = 64;
+    c.out_dtype = DType::f32;
+    add("gpu_prefill_h16x4_d256_f16_split_bs16_qqbias_sinks_window64", c, true);
+  }
+  {
+    auto c = make_prefill(8, 2, 128, 48, DType::fp8_e5m2, KvLayout::hnd, 405);
+    c.split = SplitKv::on;
+    c.num_segments = 5;
+    c.with_lse = true;
+    add("gpu_prefill_h8x2_d128_e5m2_hnd_bs48_split5_lse", c, true);
+  }
+  {
+    auto c = make_prefill(5, 1, 128, 16, DType::fp8_e4m3, KvLayout::nhd, 406);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::fp8_e4m3;
+    c.out_scale = 0.02f;
+    add("gpu_prefill_h5x1_d128_e4m3_nhd_bs16_qbf16_out_e4m3", c, true);
   }
   return v;
 }

@@ -20,20 +20,21 @@ struct NonFiniteCase {
   int32_t window = 0;
   SplitKv split = SplitKv::off;
   bool at_36 = false;         // also planted at position 36, which every token sees
+  bool prefill = false;       // 16 q heads (24 rows) on the prefill kernel (PrefillKernel::on)
 };
 void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
 
 class PagedAttentionNonFinite : public VkTest, public ::testing::WithParamInterface<NonFiniteCase> {};
 
 // One sequence of 40 keys whose last 3 are new (positions 37, 38, 39),
-// 4 q heads over 2 kv heads of 64; every cached value 0.25 (f16) or its fp8
+// 4 q heads (16 on the prefill kernel) over 2 kv heads of 64; every cached value 0.25 (f16) or its fp8
 // code, but one element of kv head 1, dim 5: at position 39 (seen only by
 // the last token) and, when the window is 8, at position 2 (seen by none) and
 // 30 (at the window's edge: seen only by the first token); and in some
 // cases at 36, in the causal diagonal's tile but seen by every token.
 TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const NonFiniteCase& p = GetParam();
-  const uint32_t bs = 16, Hkv = 2, Hq = 4, D = 64, T = 3, len = 40;
+  const uint32_t bs = 16, Hkv = 2, Hq = p.prefill ? 16 : 4, D = 64, T = 3, len = 40;
   KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
   const uint32_t one = p.cache == DType::f16    ? 0x34003400u
@@ -61,6 +62,7 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   PagedAttentionPlanOptions o;
   o.split = p.split;
   o.num_segments = p.split == SplitKv::on ? 3 : 0;
+  o.prefill = p.prefill ? PrefillKernel::on : PrefillKernel::off;
   PagedAttentionPlan plan(ctx(), cfg, Hq, qt, batch.lengths(), o);
   Buffer q(ctx(), T * Hq * D * 2), out(ctx(), T * Hq * D * 4);
   q.fill(qt == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
@@ -79,9 +81,9 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
     for (uint32_t h = 0; h < Hq; ++h)
       for (uint32_t d = 0; d < D; ++d) {
         const float x = o_[(t * Hq + h) * D + d];
-        // Heads 2 and 3 read kv head 1; the last token sees position 39,
-        // the first (position 37) position 30 through a window of 8.
-        const bool sees = (t == T - 1 || (p.window && t == 0) || p.at_36) && h >= 2 && (d == 5 || p.in_k);
+        // The upper half of the heads reads kv head 1; the last token sees
+        // position 39, the first (position 37) position 30 through a window of 8.
+        const bool sees = (t == T - 1 || (p.window && t == 0) || p.at_36) && h >= Hq / 2 && (d == 5 || p.in_k);
         if (sees)
           EXPECT_FALSE(std::isfinite(x)) << "token " << t << " head " << h << " dim " << d << " sees the value but gave " << x;
         else
@@ -102,7 +104,12 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_nan_f16_at36", DType::f16, 0x7E00, false, 0, SplitKv::off, true},
                       NonFiniteCase{"v_inf_e5m2_window8_at36_split", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true},
                       NonFiniteCase{"v_nan_bf16_window8_at36", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true},
-                      NonFiniteCase{"v_minus_inf_bf16", DType::bf16, 0xFF80}),
+                      NonFiniteCase{"v_minus_inf_bf16", DType::bf16, 0xFF80},
+                      NonFiniteCase{"v_nan_f16_prefill", DType::f16, 0x7E00, false, 0, SplitKv::off, false, true},
+                      NonFiniteCase{"v_minus_inf_f16_window8_prefill", DType::f16, 0xFC00, false, 8, SplitKv::off, false, true},
+                      NonFiniteCase{"k_nan_f16_window8_prefill", DType::f16, 0x7E00, true, 8, SplitKv::off, false, true},
+                      NonFiniteCase{"v_inf_e5m2_window8_at36_split_prefill", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true, true},
+                      NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "device_batch.hpp"
+#include "abi/paged_attention.h"
 #include "schedule/paged_attention_schedule.hpp"
 #include "vk_test.hpp"
 
@@ -146,6 +147,72 @@ TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   edge[0] = 200;       // mean 100.25 -> twice 200.5 >= 200: even
   EXPECT_EQ(matrix_subgroups(4, sms, edge), 2u);
   EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
+}
+
+// Routing sequences by rows (detail::schedule_paged_attention): only with
+// PrefillKernel::on, only on a matrix path with the prefill kernel, and only
+// sequences of more rows than one token's decode tile.
+TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) {
+  using namespace detail;
+  ScheduleDevice dev;
+  dev.path = Path::coopmat2;
+  dev.subgroup_size = 32;
+  dev.multiprocessors = 132;
+  dev.prefill_kernel = true;
+  dev.prefill_shared_softmax = false;
+  const std::vector<int32_t> qsl = {0, 300, 301, 304}, lens = {300, 1000, 900};   // 300 and 3 new tokens, one decode
+  ScheduleProblem p;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_size = 128;
+  p.num_seqs = 3;
+  p.num_tokens = 304;
+  p.max_query_len = 300;
+  p.query_start_loc = qsl;
+  p.seq_lens = lens;
+  p.split = SplitKv::off;
+  EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);   // automatic: the decode kernel
+  p.prefill = PrefillKernel::on;
+  const Schedule on = schedule_paged_attention(dev, p);
+  ASSERT_TRUE(on.prefill.on);
+  EXPECT_EQ(on.bm, 16u);                    // one token's 4 rows: 16-row tiles (no 16x8x16 shape here)
+  EXPECT_TRUE(on.one_tile_per_seq);
+  EXPECT_EQ(on.prefill.min_rows, 17u);      // 3 new tokens (12 rows) stay on the decode kernel
+  EXPECT_EQ(on.prefill.bm, 64u);
+  EXPECT_EQ(on.prefill.bn, 32u);            // head size 128
+  EXPECT_EQ(on.num_workgroups, 3u * 8u);    // one tile per sequence and kv head
+  EXPECT_EQ(on.prefill.num_workgroups, (304u * 4u / 64u + 3u) * 8u);
+  EXPECT_LE(PP_SHARED_BYTES(128u, 4u, on.prefill.bn, 0u), dev.max_shared_memory);
+  // A batch of prefill rows only dispatches no decode workgroups.
+  const std::vector<int32_t> qsl1 = {0, 300}, lens1 = {300};
+  p.num_seqs = 1;
+  p.num_tokens = 300;
+  p.query_start_loc = qsl1;
+  p.seq_lens = lens1;
+  EXPECT_EQ(schedule_paged_attention(dev, p).num_workgroups, 0u);
+  // Not where there is no prefill kernel, nor where every sequence fits one tile.
+  p.max_query_len = 4;
+  EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
+  p.max_query_len = 300;
+  dev.prefill_kernel = false;
+  EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
+  // Keys per tile by head size; a plan routes only where the tile's shared
+  // memory fits: head size 256 has none in 48 KiB (its Q tile alone takes
+  // 33 KiB) and stays on the decode kernel.
+  dev.prefill_kernel = true;
+  EXPECT_EQ(prefill_tile(dev, 64).bn, 64u);
+  EXPECT_EQ(prefill_tile(dev, 256).bn, 16u);
+  for (bool khr : {false, true}) {
+    dev.prefill_shared_softmax = khr;
+    for (uint32_t d : {64u, 80u, 128u, 256u}) {
+      const Tile t = prefill_tile(dev, d);
+      const bool fits = PP_SHARED_BYTES(d, t.workgroup / 32, t.bn, khr ? 1u : 0u) <= dev.max_shared_memory;
+      EXPECT_EQ(fits, d != 256) << "head size " << d;
+      p.head_size = d;
+      EXPECT_EQ(schedule_paged_attention(dev, p).prefill.on, fits) << "head size " << d;
+      EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;   // <= 8 loads of 16 bytes per invocation
+    }
+  }
 }
 
 }  // namespace

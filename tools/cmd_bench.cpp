@@ -98,8 +98,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   bool* host_only = nullptr;
   std::vector<int64_t>* batches = nullptr;
   int64_t *layers = nullptr, *context = nullptr, *chunk = nullptr, *steps = nullptr;
-  const bool decode = suite->name == "decode";
-  std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr;
+  const bool decode = suite->name == "decode" || suite->name == "prefill";
+  std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr, *prefill_kernel = nullptr;
   int64_t* block_size = nullptr;
   if (decode) {
     dtype = &f.add_choice("dtype", "f16", {"f16", "bf16"}, "q and out dtype");
@@ -107,6 +107,8 @@ int cmd_bench(const std::vector<std::string>& args) {
                                 "KV cache dtype (same: --dtype's; GB/s counts its bytes)");
     block_size = &f.add_int("block-size", 16, "tokens per cache block", 1, 1024);
     layout = &f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout");
+    prefill_kernel = &f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"},
+                                   "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
   }
   if (serve) {
     host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");
@@ -175,7 +177,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     d.cache_dtype = *cache_dtype == "same" ? d.dtype : parse_dtype(*cache_dtype);
     d.block_size = static_cast<uint32_t>(*block_size);
     d.layout = parse_layout(*layout);
-    ops = decode_cases(ctx, quick, d);
+    d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
+    ops = suite->name == "prefill" ? prefill_cases(ctx, quick, d) : decode_cases(ctx, quick, d);
   } else if (!serve) {
     ops = suite->cases(ctx, quick);
   }

@@ -70,6 +70,17 @@ enum class SplitKv {
   on,          // always split (num_segments, or a chosen count)
 };
 
+// Whether sequences of many query rows (more than one token's rows of the
+// decode kernel's tile) run on the prefill kernel (paged_prefill.comp: 64-row
+// tiles sharing each K/V tile; matrix paths with subgroups of 32) rather than
+// on the decode kernel's 16-row tiles. Both give the same results within the
+// stated tolerances.
+enum class PrefillKernel {
+  automatic,   // the faster for the batch: today always the decode kernel (see `vkattn bench prefill`)
+  off,
+  on,          // whenever the device has it
+};
+
 // The size of the workspace an engine allocates once for split-KV partial
 // results, unless it passes its own PagedAttentionPlanOptions::workspace_bytes.
 inline constexpr uint64_t kDefaultPagedAttentionWorkspaceBytes = 64ull << 20;
@@ -81,6 +92,7 @@ struct PagedAttentionPlanOptions {
   // plan never needs more (automatic splits shrink to fit; an explicit
   // num_segments that does not fit is an error).
   uint64_t workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+  PrefillKernel prefill = PrefillKernel::automatic;
 };
 
 // The batch on the device, owned by the engine and read when the work runs.
@@ -158,8 +170,14 @@ class PagedAttentionPlan {
   bool split() const;             // whether the KV range is split into segments
   uint32_t num_segments() const;  // 1 when not split
   uint64_t workspace_bytes() const;   // 0 when not split
-  uint64_t num_workgroups() const;    // of the attention dispatch
-  uint32_t workgroup_size() const;    // invocations per workgroup of the attention kernel
+  uint64_t num_workgroups() const;    // of the attention dispatches (decode and prefill kernels)
+  uint32_t workgroup_size() const;    // invocations per workgroup of the decode kernel
+  // Whether sequences of many rows (query tokens x GQA heads) run on the
+  // prefill kernel (matrix paths): those of more than prefill_min_rows() - 1
+  // rows, which is one token's tile of the decode kernel.
+  bool routes_prefill() const;
+  uint32_t prefill_min_rows() const;  // 0 without
+  uint32_t prefill_workgroup_size() const;
   Path path() const;              // the kernel path it runs on (f16 and bf16 mixed, or bf16 on a device
                                   // without bf16 matrices, run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }

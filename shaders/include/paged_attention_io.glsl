@@ -77,9 +77,11 @@ PaItem pa_load_item(uint wg) {
   int len = clamp(pa_seq_len(it.seq), 0, table);
   if (len > 0) len = max(len, q1 - q0);
   uint rows = uint(q1 - q0) * PA_GQA;
+  // A plan that routes by rows gives each sequence to one kernel.
+  const bool mine = rows >= PA_MIN_ROWS && (PA_MAX_ROWS == 0u || rows <= PA_MAX_ROWS);
   if (PA_ONE_TILE_PER_SEQ != 0u) rows = min(rows, PA_BM);
   it.row_start = local * PA_BM;
-  it.valid = it.seq < pc.num_seqs && it.row_start < rows;
+  it.valid = it.seq < pc.num_seqs && it.row_start < rows && mine;
   it.row_count = min(PA_BM, rows - it.row_start);
   it.token0 = uint(q0);
   it.ctx = len - (q1 - q0);

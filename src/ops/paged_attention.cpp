@@ -50,6 +50,8 @@ ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   d.multiprocessors = caps.scheduling_multiprocessors;
   d.max_shared_memory = caps.max_shared_memory;
   d.has_16x8x16 = caps.has_subgroup_shape(16, 8, 16, q_dtype == DType::bf16 ? "bf16" : "f16");
+  d.prefill_kernel = path != Path::scalar && caps.subgroup_size == 32;
+  d.prefill_shared_softmax = path != Path::coopmat2;
   return d;
 }
 
@@ -71,6 +73,9 @@ void check_shapes(const KvCacheConfig& c, uint32_t num_q_heads, DType q_dtype) {
 void check_options(const PagedAttentionPlanOptions& o) {
   if (o.split != SplitKv::automatic && o.split != SplitKv::off && o.split != SplitKv::on)
     fail("options.split = SplitKv(" + std::to_string(static_cast<uint32_t>(o.split)) +
+         ") is not supported: expected automatic, off or on");
+  if (o.prefill != PrefillKernel::automatic && o.prefill != PrefillKernel::off && o.prefill != PrefillKernel::on)
+    fail("options.prefill = PrefillKernel(" + std::to_string(static_cast<uint32_t>(o.prefill)) +
          ") is not supported: expected automatic, off or on");
 }
 
@@ -95,9 +100,14 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
 }
 
 // Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
+// The rows a kernel takes in a plan that routes sequences by rows (0: all).
+struct RowRange {
+  uint32_t min_rows = 0, max_rows = 0;
+};
+
 abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t bn, uint32_t workgroup,
                                   bool one_tile_per_seq, bool single_token_rows, const PagedAttentionVariant& v,
-                                  uint32_t subgroup_size) {
+                                  uint32_t subgroup_size, RowRange rows = {}) {
   abi::PagedAttentionSpec spec;
   spec.PA_HEAD_SIZE = p.cache.head_size;
   spec.PA_BLOCK_SIZE = p.cache.block_size;
@@ -119,7 +129,25 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_SUBGROUP_SIZE = subgroup_size;
   spec.PA_ONE_TILE_PER_SEQ = one_tile_per_seq;
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
+  spec.PA_MIN_ROWS = rows.min_rows;
+  spec.PA_MAX_ROWS = rows.max_rows;
   return spec;
+}
+
+// The decode kernel's and the prefill kernel's specialisations for a plan.
+abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t subgroup_size) {
+  const auto& sch = p.schedule;
+  return main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v, subgroup_size,
+                   {0, sch.prefill.on ? sch.bm : 0});
+}
+abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
+  return main_spec(p, pre.bm, pre.bn, pre.workgroup, false, false, v, 32, {pre.min_rows, 0});
+}
+
+const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
+  const bool bf16 = spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
+  return impl.pipelines->get({bf16 ? "paged_prefill_bf16" : "paged_prefill", path, spec_words(spec), abi::PA_BINDINGS,
+                              sizeof(abi::PagedAttentionPush), 32});
 }
 
 const Pipeline& main_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
@@ -181,6 +209,7 @@ ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttention
   s.num_tokens = p.num_tokens;
   s.max_query_len = p.max_query_len;
   s.split = o.split;
+  s.prefill = o.prefill;
   s.num_segments = o.num_segments;
   s.workspace_bytes = o.workspace_bytes;
   return s;
@@ -246,7 +275,10 @@ uint32_t PagedAttentionPlan::head_size() const { return data_->cache.head_size; 
 bool PagedAttentionPlan::split() const { return data_->schedule.split; }
 uint32_t PagedAttentionPlan::num_segments() const { return data_->schedule.num_segments; }
 uint64_t PagedAttentionPlan::workspace_bytes() const { return data_->schedule.workspace_bytes; }
-uint64_t PagedAttentionPlan::num_workgroups() const { return data_->schedule.num_workgroups; }
+uint64_t PagedAttentionPlan::num_workgroups() const { return data_->schedule.num_workgroups + data_->schedule.prefill.num_workgroups; }
+bool PagedAttentionPlan::routes_prefill() const { return data_->schedule.prefill.on; }
+uint32_t PagedAttentionPlan::prefill_min_rows() const { return data_->schedule.prefill.min_rows; }
+uint32_t PagedAttentionPlan::prefill_workgroup_size() const { return data_->schedule.prefill.workgroup; }
 uint32_t PagedAttentionPlan::workgroup_size() const { return data_->schedule.workgroup; }
 Path PagedAttentionPlan::path() const { return data_->path; }
 
@@ -255,10 +287,10 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   auto& impl = ctx.impl();
   if (p.context_id != impl.id) fail("the plan was made for another Context");
   for (const auto& v : variants) check_variant(v);   // before any pipeline is compiled
-  check_pipeline(impl, p, p.schedule.bm, p.schedule.one_tile_per_seq);
+  check_pipeline(impl, p, p.schedule.bm, p.schedule.one_tile_per_seq && !p.schedule.prefill.on);
   for (const auto& v : variants) {
-    main_pipeline(impl, p.path, main_spec(p, p.schedule.bm, p.schedule.bn, p.schedule.workgroup, p.schedule.one_tile_per_seq,
-                                          p.max_query_len <= 1, v, impl.caps.subgroup_size));
+    if (p.schedule.num_workgroups) main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size));
+    if (p.schedule.prefill.on) prefill_pipeline(impl, p.path, prefill_spec(p, p.schedule.prefill, v));
     if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v));
   }
 }
@@ -294,6 +326,30 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
         for (bool single_token : {true, false})
           main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
     reduce_pipeline(impl, reduce_spec(p, v));
+  }
+  // A batch with prefill rows, where the plan routes them (as
+  // schedule_paged_attention does): the decode kernel with one token's tile
+  // for the sequences of at most its rows, at every workgroup size, and the
+  // prefill kernel for the rest.
+  ScheduleProblem probe;
+  probe.num_q_heads = num_q_heads;
+  probe.num_kv_heads = cache.num_kv_heads;
+  probe.head_size = cache.head_size;
+  probe.num_seqs = 1;
+  probe.num_tokens = probe.max_query_len = 17;
+  probe.max_seq_len = 17;
+  probe.prefill = PrefillKernel::on;
+  const Schedule routed = schedule_paged_attention(dev, probe);
+  if (!routed.prefill.on) return;
+  p.schedule = routed;
+  for (const auto& v : variants) {
+    for (uint32_t w = dev.subgroup_size; w <= routed.max_workgroup; w *= 2)
+      for (uint32_t longest_query : {1u, 2u}) {   // single-token rows or not
+        p.schedule.workgroup = w;
+        p.max_query_len = longest_query;
+        main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size));
+      }
+    prefill_pipeline(impl, p.path, prefill_spec(p, routed.prefill, v));
   }
 }
 
@@ -380,7 +436,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   check_apart(kOp, outputs, inputs);
   check_apart_from_cache(kOp, outputs, cache, "an output must not share memory with the cache it reads");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
-  if (T == 0 || sch.num_workgroups == 0) return;
+  if (T == 0 || (sch.num_workgroups == 0 && !sch.prefill.on)) return;
 
   // Bindings, and each view's element offset inside its own.
   BufferBinding bindings[abi::PA_BINDINGS - 1];
@@ -446,25 +502,34 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   v.sliding_window = o.sliding_window > 0;
   v.lse = a.lse.has_value();
   v.out_dtype = a.out.dtype;
-  const Pipeline& main =
-      main_pipeline(impl, p.path, main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
-                                            impl.caps.subgroup_size));
-  const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
+  const Pipeline* main = sch.num_workgroups ? &main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size)) : nullptr;
+  const Pipeline* prefill = sch.prefill.on ? &prefill_pipeline(impl, p.path, prefill_spec(p, sch.prefill, v)) : nullptr;
   // The workspace may be shared with an earlier run on this queue, whose
   // reduce may still be reading it.
   if (sch.split) compute_barrier(impl, cmd);
   // The lengths' check runs beside the attention (both only read the batch;
   // no barrier between them): one invocation per sequence.
-  const Pipeline& check = check_pipeline(impl, p, sch.bm, sch.one_tile_per_seq);
+  const Pipeline& check = check_pipeline(impl, p, sch.bm, sch.one_tile_per_seq && !sch.prefill.on);
   const uint64_t check_workgroup = abi::PagedAttentionCheckSpec{}.PC_WORKGROUP_SIZE;
   const uint64_t check_workgroups = (uint64_t(p.num_seqs) + check_workgroup - 1) / check_workgroup;
   const Grid cgrid = fold_grid(impl, check_workgroups, kOp);
   push.num_workgroups = static_cast<uint32_t>(check_workgroups);
   push.grid_x = cgrid.x;
   record_dispatch(impl, cmd, check, bindings, &push, cgrid);
-  push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
-  push.grid_x = grid.x;
-  record_dispatch(impl, cmd, main, bindings, &push, grid);
+  // The prefill kernel's and the decode kernel's sequences are apart: both
+  // run at once, the longer first.
+  if (prefill) {
+    const Grid pgrid = fold_grid(impl, sch.prefill.num_workgroups, kOp);
+    push.num_workgroups = static_cast<uint32_t>(sch.prefill.num_workgroups);
+    push.grid_x = pgrid.x;
+    record_dispatch(impl, cmd, *prefill, bindings, &push, pgrid);
+  }
+  if (main) {
+    const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
+    push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
+    push.grid_x = grid.x;
+    record_dispatch(impl, cmd, *main, bindings, &push, grid);
+  }
   if (!sch.split) return;
 
   compute_barrier(impl, cmd);

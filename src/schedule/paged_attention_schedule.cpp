@@ -1,5 +1,7 @@
 #include "schedule/paged_attention_schedule.hpp"
 
+#include "abi/paged_attention.h"
+
 #include <vkattn/error.hpp>
 
 #include <algorithm>
@@ -122,28 +124,62 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
   return st.even() ? 2 : usual;
 }
 
+Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
+  const uint32_t nw = 4, sm = dev.prefill_shared_softmax ? 1 : 0;
+  // Registers: O takes head_size / 2 per invocation, the next tile's loads
+  // bn * head_size / 256 (4 subgroups), S and P 3 * bn / 4: 64 keys up to
+  // head size 64, 32 up to 128, then 16, keep them under 255 with no spills.
+  uint32_t bn = head_size <= 64 ? 64 : head_size <= 128 ? 32 : 16;
+  while (bn > 16 && (PP_SHARED_BYTES(head_size, nw, bn, sm) > dev.max_shared_memory || bn * head_size / 8 > 8 * 32 * nw))
+    bn /= 2;
+  return {16 * nw, bn, 32 * nw};
+}
+
 Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProblem& p) {
   Schedule s;
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
   const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
-  const Tile tile = choose_tile(dev, p.head_size, static_cast<uint32_t>(std::min<uint64_t>(max_rows, 1u << 30)));
+  // Sequences of more rows than one 16-row tile go to the prefill kernel
+  // where there is one; the decode kernel keeps those of at most one token's
+  // rows' tile, one tile each.
+  // PrefillKernel::automatic keeps the decode kernel: measured on an H200, it
+  // is still the faster of the two on every prefill shape of `vkattn bench
+  // prefill` (DEVELOPERS.md, "The prefill kernel").
+  const bool routed = p.prefill == PrefillKernel::on && dev.prefill_kernel && max_rows > 16 &&
+                      PP_SHARED_BYTES(p.head_size, 4u, 16u, dev.prefill_shared_softmax ? 1u : 0u) <= dev.max_shared_memory;
+  const uint32_t decode_rows = routed ? gqa : static_cast<uint32_t>(std::min<uint64_t>(max_rows, 1u << 30));
+  const Tile tile = choose_tile(dev, p.head_size, decode_rows);
   s.bm = tile.bm;
   s.bn = tile.bn;
   s.workgroup = s.max_workgroup = tile.workgroup;
-  s.one_tile_per_seq = max_rows <= tile.bm;
+  s.one_tile_per_seq = routed || max_rows <= tile.bm;
   // The kernels compute token * GQA in 32 bits.
   if (uint64_t(p.num_tokens) * gqa >= (1ull << 32))
     fail("num_tokens * (num_q_heads / num_kv_heads) = " + std::to_string(uint64_t(p.num_tokens) * gqa) +
          " packed rows; at most 2^32 - 1 are supported");
+  Tile pre{};
+  if (routed) {
+    pre = prefill_tile(dev, p.head_size);
+    s.prefill.on = true;
+    s.prefill.bm = pre.bm;
+    s.prefill.bn = pre.bn;
+    s.prefill.workgroup = pre.workgroup;
+    s.prefill.min_rows = s.bm + 1;
+  }
   const uint64_t q_tiles = s.one_tile_per_seq ? p.num_seqs : uint64_t(p.num_tokens) * gqa / s.bm + p.num_seqs;
+  const uint64_t prefill_q_tiles = routed ? uint64_t(p.num_tokens) * gqa / pre.bm + p.num_seqs : 0;
 
   // Work items before splitting: one per q tile with rows, and kv head. The
   // window is a layer's, unknown here: items are sized by their causal range.
+  bool any_decode = !routed, any_prefill = false;
   auto add_sequence = [&](ItemKeys& to, int64_t query_len, int64_t seq_len) {
     const uint64_t rows = uint64_t(query_len) * gqa;
+    const bool prefill = routed && rows > s.bm;
+    (prefill ? any_prefill : any_decode) = true;
+    const uint64_t bm = prefill ? pre.bm : s.bm;
     const int64_t ctx = seq_len - query_len;
-    for (uint64_t r0 = 0; r0 < rows; r0 += s.bm) {
-      const uint64_t last = (r0 + std::min<uint64_t>(s.bm, rows - r0) - 1) / gqa;
+    for (uint64_t r0 = 0; r0 < rows; r0 += bm) {
+      const uint64_t last = (r0 + std::min<uint64_t>(bm, rows - r0) - 1) / gqa;
       const int64_t end = seq_len == 0 ? 0 : std::min<int64_t>(seq_len, ctx + int64_t(last) + 1);
       to.add(end, p.num_kv_heads);
     }
@@ -153,12 +189,13 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     for (uint32_t i = 0; i < p.num_seqs; ++i)
       add_sequence(base, p.query_start_loc[i + 1] - p.query_start_loc[i], p.seq_lens[i]);
   } else {
-    // A replay plan: every sequence as long as it may be.
+    // A replay plan: every sequence as long as it may be; both kernels run.
     ItemKeys one;
     add_sequence(one, p.max_query_len, std::max(p.max_seq_len, p.max_query_len));
     base.items = one.items * p.num_seqs;
     base.longest = p.num_seqs ? one.longest : 0;
     base.total = one.total * int64_t(p.num_seqs);
+    any_decode = true;
   }
 
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
@@ -194,9 +231,11 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
   }
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
-  s.num_workgroups = q_tiles * p.num_kv_heads * segments;
-  if (q_tiles > UINT32_MAX || s.num_workgroups > UINT32_MAX)
-    fail(std::to_string(s.num_workgroups) + " workgroups are more than one dispatch holds (2^32 - 1)");
+  s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;
+  if (routed && !any_prefill) s.prefill.on = false;   // a batch of decode rows only
+  if (s.prefill.on) s.prefill.num_workgroups = prefill_q_tiles * p.num_kv_heads * segments;
+  for (uint64_t n : {q_tiles, prefill_q_tiles, s.num_workgroups, s.prefill.num_workgroups})
+    if (n > UINT32_MAX) fail(std::to_string(n) + " workgroups are more than one dispatch holds (2^32 - 1)");
   return s;
 }
 

@@ -18,6 +18,10 @@ struct ScheduleDevice {
   uint32_t multiprocessors = 16;   // Capabilities::scheduling_multiprocessors
   uint32_t max_shared_memory = 48 * 1024;
   bool has_16x8x16 = false;        // KHR 16x8x16 subgroup matrices of the element type: 8-row tiles
+  // paged_prefill.comp can run (a matrix path with subgroups of 32), and
+  // whether its softmax goes through shared memory (the KHR path).
+  bool prefill_kernel = false;
+  bool prefill_shared_softmax = true;
 };
 
 struct ScheduleProblem {
@@ -28,8 +32,17 @@ struct ScheduleProblem {
   std::span<const int32_t> query_start_loc, seq_lens;
   uint32_t max_seq_len = 0;
   SplitKv split = SplitKv::automatic;
+  PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t num_segments = 0;
   uint64_t workspace_bytes = 0;
+};
+
+// The prefill kernel's part of a plan that routes sequences by their rows.
+struct PrefillSchedule {
+  bool on = false;
+  uint32_t bm = 0, bn = 0, workgroup = 0;
+  uint32_t min_rows = 0;           // sequences of at least this many packed rows are its
+  uint64_t num_workgroups = 0;     // q tiles (of bm rows) * num_kv_heads * num_segments
 };
 
 struct Schedule {
@@ -42,6 +55,10 @@ struct Schedule {
   uint32_t num_segments = 1;
   uint64_t num_workgroups = 0;     // q_tiles * num_kv_heads * num_segments
   uint64_t workspace_bytes = 0;    // split-KV partial results; 0 unsplit
+  // With a prefill part, the decode kernel takes the sequences of at most
+  // `bm` rows (one tile each) and num_workgroups counts its workgroups only
+  // (0: the batch has none of them).
+  PrefillSchedule prefill;
 };
 
 // Throws vkattn::Error for a problem it cannot schedule (an explicit
@@ -54,6 +71,11 @@ struct Tile {
   uint32_t bm, bn, workgroup;
 };
 Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
+
+// The prefill kernel's tile: 64 rows in 4 subgroups, and keys per K/V tile
+// (64, 32 or 16) by head size, fewer where its shared memory
+// (PP_SHARED_BYTES) does not fit the device.
+Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);

@@ -20,14 +20,8 @@ namespace vkattn::tool {
 
 namespace {
 
-using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
-
-struct Shape {
-  uint32_t q_heads, kv_heads, head_size, block_size;
-  DType dtype = DType::f16;     // the cache's
-  KvLayout layout = KvLayout::nhd;
-  DType q_dtype = DType::f16;   // q's and out's
-};
+using Seqs = SeqList;
+using Shape = AttentionShape;
 
 // Rotating copies: one cache holding `copies` disjoint sets of blocks, one
 // block table (and one slice of q and out) per copy; the lengths, and so the
@@ -41,9 +35,10 @@ struct DecodeInputs {
 
 uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
-// Returns false (and says why on stderr) when the case does not fit the device.
-bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const Seqs& seqs, const Shape& sh,
-                 const Seqs& verify_seqs, std::map<std::string, std::string> params) {
+}  // namespace
+
+bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const Seqs& seqs, const Shape& sh,
+                    const Seqs& verify_seqs, std::map<std::string, std::string> params, const char* bound) {
   const uint32_t Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_size, bs = sh.block_size;
   const uint64_t es = dtype_size(sh.dtype);
   uint32_t tokens = 0, blocks_per_copy = 0;
@@ -62,7 +57,7 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   if (budget > 0) {
     while (copies > 1 && 2 * block_bytes * blocks_per_copy * copies > budget) --copies;
     if (2 * block_bytes * blocks_per_copy > budget) {
-      std::cerr << "bench decode: skipping '" << name << "': its cache needs "
+      std::cerr << "bench: skipping '" << name << "': its cache needs "
                 << (2 * block_bytes * blocks_per_copy >> 20) << " MiB, the device has "
                 << (ctx.capabilities().device_local_bytes >> 20) << " MiB\n";
       return false;
@@ -86,7 +81,9 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
     qsl.push_back(qsl.back() + int32_t(q));
     lens.push_back(int32_t(s));
   }
-  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens});
+  PagedAttentionPlanOptions popt;
+  popt.prefill = sh.prefill;
+  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, popt);
   const int64_t S = int64_t(seqs.size()), T = tokens;
   // Metadata: query_start_loc and seq_lens, then one block table per copy.
   const uint64_t table_words = uint64_t(S) * max_blocks;
@@ -125,13 +122,18 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
                  {"layout", std::string(layout_name(sh.layout))}, {"dtype", std::string(dtype_name(sh.q_dtype))}, {"copies", std::to_string(copies)},
                  {"split", p0.split() ? "on" : "off"}, {"segments", std::to_string(p0.num_segments())},
                  {"workgroups", std::to_string(p0.num_workgroups())}, {"path", std::string(path_name(p0.path()))},
-                 {"workgroup_size", std::to_string(p0.workgroup_size())}});
+                 {"workgroup_size", std::to_string(p0.workgroup_size())},
+                 {"prefill_kernel", p0.routes_prefill() ? "rows >= " + std::to_string(p0.prefill_min_rows()) : "no"}});
+  // The float64 reference checks a smaller proxy of the same shape: which one.
+  std::string proxy;
+  for (auto [q, s] : verify_seqs) proxy += (proxy.empty() ? "" : " ") + std::to_string(q) + "/" + std::to_string(s);
+  params.insert({"verified_on", "q/seq_len " + proxy});
   BenchOp op;
   op.info.name = name;
   op.info.params = std::move(params);
   op.info.bytes = double(kv_bytes) + 2.0 * qo_bytes;
   op.info.flops = 4.0 * Hq * D * pairs;
-  op.info.bound = "memory";
+  op.info.bound = bound;
   op.record = [&ctx, in, copies](VkCommandBuffer cmd, uint32_t rep) {
     paged_attention(ctx, *in->plan, *in->cache, in->args[rep % copies], cmd);
   };
@@ -139,7 +141,8 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   // with the same shape and the same split decision as the timed plan.
   const bool split = p0.split();
   const uint32_t segments = p0.num_segments();
-  op.verify = [&ctx, sh, verify_seqs, split, segments]() {
+  const bool p0_prefill = p0.routes_prefill();
+  op.verify = [&ctx, sh, verify_seqs, split, segments, p0_prefill]() {
     PagedAttentionCase pc;
     pc.seqs = verify_seqs;
     pc.num_q_heads = sh.q_heads;
@@ -149,6 +152,8 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
     pc.cache_dtype = sh.dtype;
     pc.q_dtype = pc.out_dtype = sh.q_dtype;
     pc.layout = sh.layout;
+    // The timed plan's kernels: the proxy is smaller, and automatic would choose by its size.
+    pc.prefill = p0_prefill ? PrefillKernel::on : PrefillKernel::off;
     pc.split = split ? SplitKv::on : SplitKv::off;
     pc.num_segments = split ? std::min<uint32_t>(segments, 8) : 0;
     pc.timing_repetitions = 0;
@@ -159,8 +164,6 @@ bool decode_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& nam
   return true;
 }
 
-}  // namespace
-
 std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o) {
   std::vector<BenchOp> ops;
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
@@ -168,6 +171,7 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   sh.dtype = o.cache_dtype;
   sh.q_dtype = o.dtype;
   sh.layout = o.layout;
+  sh.prefill = o.prefill;
   // Case names say what differs from the default sweep (f16 q and cache, NHD, block 16).
   std::string variant;
   auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
@@ -187,8 +191,8 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
       Seqs vs = {{1, v}};
       if (B > 1) vs.push_back({1, std::max(1u, v - 7)});
       if (B > 2) vs.push_back({1, v / 2 + 3});
-      decode_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L) + variant, seqs, sh, vs,
-                  {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", "1"}});
+      attention_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L) + variant, seqs, sh, vs,
+                  {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", "1"}}, "memory");
     }
   // A varlen batch: decode rows next to chunked-prefill rows.
   const Seqs mixed = quick ? Seqs{{1, 133}, {5, 18}, {17, 63}, {1, 250}}
@@ -196,8 +200,8 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   const Seqs mixed_verify = quick ? mixed : Seqs{{1, 1328}, {5, 18}, {33, 463}, {1, 1100}, {16, 600}};
   uint32_t max_ctx = 0;
   for (auto [q, s] : mixed) max_ctx = std::max(max_ctx, s);
-  decode_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs" + variant, mixed, sh, mixed_verify,
-              {{"batch", std::to_string(mixed.size())}, {"ctx", std::to_string(max_ctx)}, {"query_len", "mixed"}});
+  attention_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs" + variant, mixed, sh, mixed_verify,
+              {{"batch", std::to_string(mixed.size())}, {"ctx", std::to_string(max_ctx)}, {"query_len", "mixed"}}, "memory");
   return ops;
 }
 

@@ -3,8 +3,10 @@
 #include <vkattn/context.hpp>
 #include <vkattn/dtype.hpp>
 #include <vkattn/kv_cache.hpp>
+#include <vkattn/paged_attention.hpp>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,26 @@ struct DecodeOptions {
   DType cache_dtype = DType::f16;   // f16, bf16, fp8_e4m3 or fp8_e5m2
   uint32_t block_size = 16;
   KvLayout layout = KvLayout::nhd;
+  PrefillKernel prefill = PrefillKernel::automatic;
 };
 std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o);   // suite_decode.cpp
+std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions& o);  // suite_prefill.cpp
+
+// One paged_attention case of the decode and prefill suites (suite_decode.cpp):
+// sequences of (query_len, seq_len) with this shape, rotated over copies of
+// the cache, verified against the float64 reference on `verify_seqs` (a
+// smaller proxy of the same shape). `bound`: "memory" or "compute". Returns
+// false (and says why on stderr) when the case does not fit the device.
+using SeqList = std::vector<std::pair<uint32_t, uint32_t>>;
+struct AttentionShape {
+  uint32_t q_heads, kv_heads, head_size, block_size;
+  DType dtype = DType::f16;     // the cache's
+  KvLayout layout = KvLayout::nhd;
+  DType q_dtype = DType::f16;   // q's and out's
+  PrefillKernel prefill = PrefillKernel::automatic;
+};
+bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const SeqList& seqs,
+                    const AttentionShape& sh, const SeqList& verify_seqs, std::map<std::string, std::string> params,
+                    const char* bound);
 
 }  // namespace vkattn::tool

@@ -39,6 +39,7 @@ PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f)
       q_dtype_(f.add_choice("dtype", "f16", {"f16", "bf16"}, "query dtype")),
       out_dtype_(f.add_choice("out-dtype", "f16", {"f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2"}, "output dtype")),
       split_(f.add_choice("split", "auto", {"auto", "on", "off"}, "split-KV (segmented) mode")),
+      prefill_(f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"}, "run long sequences on the prefill kernel")),
       softcap_(f.add_double("softcap", 0.0, "logit soft cap (0 = none)", 0.0)),
       scale_(f.add_double("scale", 0.0, "softmax scale (0 = 1/sqrt(head size))", 0.0)),
       k_scale_(f.add_double("k-scale", 0.05, "fp8 K scale (stored = k / k_scale)", 0.0)),
@@ -101,6 +102,7 @@ PagedAttentionCase PagedAttentionFlags::apply() const {
   c.qq_bias = qq_bias_;
   c.with_lse = lse_;
   c.split = split_ == "on" ? SplitKv::on : split_ == "off" ? SplitKv::off : SplitKv::automatic;
+  c.prefill = prefill_ == "on" ? PrefillKernel::on : prefill_ == "off" ? PrefillKernel::off : PrefillKernel::automatic;
   c.num_segments = static_cast<uint32_t>(segments_);
   c.seed = static_cast<uint64_t>(seed_);
   c.timing_repetitions = static_cast<uint32_t>(reps_);
@@ -383,6 +385,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
 
   PagedAttentionPlanOptions popt;
   popt.split = c.split;
+  popt.prefill = c.prefill;
   popt.num_segments = c.num_segments;
   const PagedAttentionLengths lengths{qsl, seq_lens};
   uint32_t max_len = 0;
@@ -588,7 +591,9 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.qq_bias) s << ", qq_bias";
   if (c.with_lse) s << ", lse";
   s << ", " << (plan.split() ? "split into " + std::to_string(plan.num_segments()) + " segments" : std::string("not split"))
-    << ", " << plan.num_workgroups() << " workgroups of " << plan.workgroup_size() << (c.replay ? ", replay plan" : "")
+    << ", " << plan.num_workgroups() << " workgroups of " << plan.workgroup_size()
+    << (plan.routes_prefill() ? ", prefill kernel for >= " + std::to_string(plan.prefill_min_rows()) + " rows" : std::string())
+    << (c.replay ? ", replay plan" : "")
     << ", seed " << c.seed;
   r.summary = s.str();
   return r;

@@ -49,6 +49,7 @@ struct PagedAttentionCase {
   bool with_lse = false;
   SplitKv split = SplitKv::automatic;
   uint32_t num_segments = 0;
+  PrefillKernel prefill = PrefillKernel::automatic;
   // Plan for limits rather than this batch (PagedAttentionLimits), with this
   // many spare tokens past the batch (their out rows must stay untouched).
   bool replay = false;
@@ -79,7 +80,7 @@ class PagedAttentionFlags {
  private:
   std::string& seqs_;
   int64_t &q_heads_, &kv_heads_, &head_size_, &block_size_, &num_blocks_, &window_, &segments_, &seed_, &reps_;
-  std::string &cache_dtype_, &layout_, &q_dtype_, &out_dtype_, &split_;
+  std::string &cache_dtype_, &layout_, &q_dtype_, &out_dtype_, &split_, &prefill_;
   double &softcap_, &scale_, &k_scale_, &v_scale_, &out_scale_;
   bool &alibi_, &sinks_, &qq_bias_, &lse_;
 };

@@ -61,7 +61,9 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(16, PA_WRITE_LSE, 0)          \
   X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */ \
   X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
-  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */
+  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
+  X(20, PA_MIN_ROWS, 0)          /* sequences of fewer packed rows are another kernel's (0: none) */ \
+  X(21, PA_MAX_ROWS, 0)          /* sequences of more packed rows are another kernel's (0: none) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -97,6 +99,20 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(uint32_t, view_offsets0)       \
   X(uint32_t, view_offsets1)       \
   X(uint32_t, view_offsets2)
+
+// paged_prefill.comp (matrix paths, rows of many tokens) takes the same spec
+// constants: PA_BM = 16 rows per subgroup of 32 invocations, PA_BN keys per
+// K/V tile. Its shared arrays, sized here for the shader and for the host's
+// tile choice (detail::prefill_tile). SM: 1 where S and P go through shared
+// memory (the KHR path); the coopmat2 path keeps them in registers.
+#define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
+#define PP_S_FLOATS(NW, BC, SM) ((NW) * 16u * ((SM) != 0u ? (BC) : 16u))   /* per subgroup: S, or one 16x16 slice */
+#define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
+#define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
+  (16u * (16u * (NW) + 2u * (BC)) * PP_ROW_VEC4(D) /* Q, K and V tiles */ + 4u * PP_S_FLOATS(NW, BC, SM) + \
+   2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
+   16u /* flags */ +                                                                                          \
+   1024u /* paged_attention_io.glsl's chunk bases */)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \

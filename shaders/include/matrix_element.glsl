@@ -1,0 +1,51 @@
+// The element type of the matrix kernels' products (paged_attention_subgroup.comp,
+// paged_prefill.comp): f16, or bf16 in modules built with PA_MATRIX_BF16
+// (bf16 q with bf16 or fp8 caches). fp8 values are exact in both.
+// Include after paged_attention_io.glsl.
+#ifndef VKATTN_MATRIX_ELEMENT_GLSL
+#define VKATTN_MATRIX_ELEMENT_GLSL
+
+#if PA_MATRIX_BF16
+#extension GL_EXT_bfloat16 : require
+#define ELEM bfloat16_t
+const bool ELEM_IS_BF16 = true;
+const uint ELEM_EXPONENT = 0x7F80u;
+ELEM elem_from_bits(uint16_t b) { return uintBitsToBFloat16EXT(b); }
+uint elem_pair_bits(float a, float b) {
+  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
+}
+#else
+#define ELEM float16_t
+const bool ELEM_IS_BF16 = false;
+const uint ELEM_EXPONENT = 0x7C00u;
+ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
+uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
+#endif
+
+// Eight cache values as pa_load_raw8 read them, as eight ELEMs (unscaled):
+// f16 and bf16 bits go through unchanged (the cache's type is the element
+// type); e5m2 is f16's top byte, so into f16 it is four byte shifts; other
+// fp8 values are decoded.
+uvec4 elem8_from_raw(uvec4 raw) {
+  uvec4 h = raw;
+  if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2 && !ELEM_IS_BF16) {
+    // bytes 0-3 of raw.x and raw.y become four f16 pairs.
+    [[unroll]] for (uint w = 0; w < 2u; ++w) {
+      h[2u * w] = ((raw[w] & 0xFFu) << 8) | ((raw[w] & 0xFF00u) << 16);
+      h[2u * w + 1u] = ((raw[w] >> 8) & 0xFF00u) | (raw[w] & 0xFF000000u);
+    }
+  } else if (PA_FP8_CACHE) {
+    float x[8];
+    pa_decode_raw8(raw, 1.0, x);
+    [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = elem_pair_bits(x[2u * e], x[2u * e + 1u]);
+  }
+  return h;
+}
+
+// h (eight ELEMs) with its non-finite values (exponent all ones) replaced by 0.
+uvec4 elem8_finite_or_zero(uvec4 h) {
+  const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & ELEM_EXPONENT, uvec4(ELEM_EXPONENT)));
+  const uvec4 hi = mix(uvec4(0xFFFF0000u), uvec4(0u), equal(h & (ELEM_EXPONENT << 16), uvec4(ELEM_EXPONENT << 16)));
+  return h & (lo | hi);
+}
+#endif

@@ -1,0 +1,402 @@
+#version 460
+// Paged attention for sequences of many query rows (prefill, chunked prefill),
+// matrix paths. One workgroup per work item (paged_attention_io.glsl): PA_BM
+// packed rows (16 per subgroup) of one sequence and kv head, over a range of
+// keys. Unlike the decode kernel (paged_attention_subgroup.comp), whose
+// subgroups each take their own 16-key tiles, here the subgroups share every
+// K/V tile of PA_BN keys: the workgroup stages it once in shared memory
+// (fp8 decoded there), and each subgroup multiplies it with its own 16 rows.
+// That makes the work per byte read grow with the rows, not stay at 16.
+//
+// Per tile, with two workgroup barriers:
+//   - the next tile's K and V loads are issued into registers;
+//   - S = Q K^T for the subgroup's rows (Q from shared memory, 16x16 slices);
+//   - logits, masks, the online softmax and P; O += P V;
+//   - barrier; the next tile is staged; barrier.
+// The loads' latency hides behind a whole tile's products. Q, K and V are
+// read from shared memory rather than held in registers: with O (head_size / 2
+// registers) they must leave room, or the driver spills to local memory,
+// which the key loop then reads every tile.
+// The softmax runs in registers on the coopmat2 path (VK_NV_cooperative_matrix2:
+// row reductions, per-element operations with the element's row and column,
+// accumulator -> A conversion; the row sums come from P times a matrix of
+// ones, so that they sum the rounded P that P V uses), and through shared
+// memory on the KHR path (each lane owns half a row there, as in the decode
+// kernel).
+//
+// Tiles no row of the item sees are never visited (the item's key range).
+// A subgroup skips the products of tiles none of its rows sees, and tiles
+// all its rows see whole run without masks when the layer has no per-element
+// logit terms (softcap, ALiBi, qq_bias).
+//
+// The K/V tile's values come through kv_source.glsl (the paged cache here).
+// Non-finite V values: attention_nonfinite.glsl.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#if VKATTN_PATH == 2
+#extension GL_NV_cooperative_matrix2 : require
+#endif
+
+#include "abi/paged_attention.h"
+#include "grid.glsl"
+#include "paged_attention_io.glsl"
+#include "matrix_element.glsl"
+#include "attention_nonfinite.glsl"
+#include "kv_source.glsl"
+
+layout(local_size_x_id = 6) in;
+
+const bool SHARED_SOFTMAX = VKATTN_PATH != 2;   // the KHR path
+const uint SM = SHARED_SOFTMAX ? 1u : 0u;
+const uint D = PA_HEAD_SIZE;
+const uint DT = PA_HEAD_SIZE / 16u;   // 16-wide slices of the head
+const uint WG = PA_WORKGROUP_SIZE;
+const uint NW = PA_WORKGROUP_SIZE / 32u;   // subgroups of 32, 16 rows each
+const uint BC = PA_BN;                // keys per tile
+const uint CT = PA_BN / 16u;          // 16-key slices of a tile
+const uint ROW = PP_ROW_VEC4(PA_HEAD_SIZE);
+const uint V_AT = PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE);   // the V tile's first uvec4
+// 8-element pieces of a K or V tile, and how many each invocation loads (<= 8:
+// the host picks BC so).
+const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
+const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
+const bool LOGIT_TERMS = PA_HAS_SOFTCAP != 0u || PA_HAS_ALIBI != 0u || PA_HAS_QQ_BIAS != 0u;
+
+// The Q tile, and the K and V tiles ([row or key][head_size] ELEMs, rows
+// padded by 16 bytes). uvec4: 16-byte stores.
+shared uvec4 q_tile[PA_BM * PP_ROW_VEC4(PA_HEAD_SIZE)];
+shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
+// Per subgroup: S [row][key] (KHR path), then 16x16 f32 slices of O, m and l.
+shared float s_tile[PP_S_FLOATS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
+const uint S_COLS = SHARED_SOFTMAX ? PA_BN : 16u;
+shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per subgroup: P [row][key] (KHR path)
+shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
+shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
+shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
+// Where each key of the next two tiles starts (kv_source_locate): [tile % 2][K, V][key].
+shared uint64_t key_at[4u * PA_BN];
+shared uint wg_flags[4];   // [0]: some V value was staged as 0 (attention_nonfinite.glsl)
+
+#define MatQ coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // Q or P: rows x 16
+#define MatB coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>        // K^T or V: 16 x 16
+#define MatS coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>   // S or O slice
+
+// Separate variables, not arrays, for the same reason as in the decode kernel:
+// the driver keeps an array whose elements are partly unused in local memory.
+#define SLICE_IF(F, j) if (j < DT) { F(j) }
+#define EACH_SLICE(F) SLICE_IF(F, 0) SLICE_IF(F, 1) SLICE_IF(F, 2) SLICE_IF(F, 3) SLICE_IF(F, 4) \
+  SLICE_IF(F, 5) SLICE_IF(F, 6) SLICE_IF(F, 7) SLICE_IF(F, 8) SLICE_IF(F, 9) SLICE_IF(F, 10)     \
+  SLICE_IF(F, 11) SLICE_IF(F, 12) SLICE_IF(F, 13) SLICE_IF(F, 14) SLICE_IF(F, 15)
+#define KEYS_IF(F, c) if (c < CT) { F(c) }
+#define EACH_KEY_SLICE(F) KEYS_IF(F, 0) KEYS_IF(F, 1) KEYS_IF(F, 2) KEYS_IF(F, 3)
+
+PaItem g_it;        // the work item (read by the per-element functions)
+uint g_row0;        // the subgroup's first local row
+float g_scale;      // scale * k_scale
+
+void subgroup_sync() {
+  controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
+}
+
+// Pieces i of this invocation's part of the K or V tile of keys [k0, k0 + BC),
+// located in key_at[buf]: piece c = invocation + i * WG is 8 head dims of key
+// c / (D / 8).
+void load_tile(int k0, uint buf, bool is_value, out uvec4 raw[8]) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    raw[i] = uvec4(0);
+    const uint c = gl_LocalInvocationIndex + i * WG;
+    if (i >= PPT || c >= PIECES) continue;
+    const uint j = c / (D / 8u);
+    raw[i] = kv_source_raw8(key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
+                            (c % (D / 8u)) * 8u);
+  }
+}
+
+// Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].
+void locate_tile(int k0, int entry, uint buf) {
+  if (gl_LocalInvocationIndex >= BC) return;
+  const int k = k0 + int(gl_LocalInvocationIndex);
+  uint64_t k_at, v_at;
+  kv_source_locate_entry(g_it, k, entry, k_at, v_at);
+  key_at[2u * buf * BC + gl_LocalInvocationIndex] = k_at;
+  key_at[(2u * buf + 1u) * BC + gl_LocalInvocationIndex] = v_at;
+}
+int tile_entry(int k0) { return gl_LocalInvocationIndex < BC ? kv_source_entry(g_it, k0 + int(gl_LocalInvocationIndex)) : -1; }
+
+void store_tile(uvec4 raw[8], uint at) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    const uint c = gl_LocalInvocationIndex + i * WG;
+    if (i >= PPT || c >= PIECES) continue;
+    kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_raw(raw[i]);
+  }
+}
+
+// Replaces the staged V tile's non-finite values by 0; returns whether this
+// invocation replaced any.
+bool zero_staged_nonfinite() {
+  bool any = false;
+  for (uint i = 0; i < PPT; ++i) {
+    const uint c = gl_LocalInvocationIndex + i * WG;
+    if (c >= PIECES) continue;
+    const uint at = V_AT + (c / (D / 8u)) * ROW + c % (D / 8u);
+    const uvec4 h = kv_stage[at], f = elem8_finite_or_zero(h);
+    if (f != h) {
+      kv_stage[at] = f;
+      any = true;
+    }
+  }
+  return any;
+}
+
+// The logit of score s (q.k, unscaled) for the subgroup's row r at key k.
+float masked_logit(uint r, int k, float s) {
+  const uint row = g_row0 + r;
+  const int q_pos = pa_row_position(g_it, row);
+  if (q_pos < 0 || k < g_it.kv_begin) return VKA_NEG_INF;
+  return pa_logit(g_it, s * g_scale, row, q_pos, k);
+}
+
+#if VKATTN_PATH == 2
+float cm_logit(const in uint r, const in uint c, const in float s, const in int k0) { return masked_logit(r, k0 + int(c), s); }
+float cm_max(const in float a, const in float b) { return max(a, b); }
+float cm_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
+// exp(a - b), 0 when a is -inf (a row that has seen no key).
+float cm_exp_diff(const in uint r, const in uint c, const in float a, const in float b) { return vka_exp_diff(a, b); }
+#endif
+
+void main() {
+  const uint linear = vka_linear_workgroup(pc.grid_x);
+  if (linear >= pc.num_workgroups) return;
+  // The last items first: a sequence's later rows see more keys.
+  const uint item = pc.num_workgroups - 1u - linear;
+  if (gl_SubgroupSize != 32u) {   // rows map to subgroups of 32
+    if (gl_LocalInvocationIndex == 0u) vka_report(STATUS_SUBGROUP_SIZE, gl_SubgroupSize, 32u, 0u);
+    return;
+  }
+  const uint tid = gl_LocalInvocationIndex, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  g_it = pa_load_item(item);
+  if (!g_it.valid) return;   // the same for the whole workgroup
+  g_row0 = 16u * warp;
+  g_scale = pc.scale * (PA_FP8_CACHE ? pc.k_scale : 1.0);
+  const int a0 = g_it.kv_begin & ~15;
+  const int num_tiles = g_it.kv_end > a0 ? (g_it.kv_end - a0 + int(BC) - 1) / int(BC) : 0;
+  int seen_lo, seen_hi;
+  seen_by_every_row(g_it, seen_lo, seen_hi);
+
+  // This subgroup's rows: which keys all of them see, which some of them do.
+  const bool has_rows = g_row0 < g_it.row_count;
+  const uint last_row = has_rows ? min(g_row0 + 15u, g_it.row_count - 1u) : 0u;
+  const bool all_rows = g_row0 + 16u <= g_it.row_count;
+  const int w_first = has_rows ? pa_row_position(g_it, g_row0) : -1;
+  const int w_last = has_rows ? pa_row_position(g_it, last_row) : -1;
+  const int w_lo = PA_HAS_WINDOW != 0u ? w_last - pc.sliding_window + 1 : 0;        // seen by every row from here
+  const int w_reach = PA_HAS_WINDOW != 0u ? w_first - pc.sliding_window + 1 : 0;    // seen by some row from here
+
+  // Q: staged, then held as A slices.
+  for (uint i = tid; i < PA_BM * D / 8u; i += WG) {
+    const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
+    uvec4 h;
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      h[e] = pa_q_bits(g_it, r, d + 2u * e) | (pa_q_bits(g_it, r, d + 2u * e + 1u) << 16);
+    q_tile[r * ROW + d / 8u] = h;
+  }
+  if (tid == 0u) wg_flags[0] = 0u;
+  pa_load_chunk_bases();
+  barrier();
+
+  MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
+       o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
+#if VKATTN_PATH == 2
+  MatS m_run = MatS(VKA_NEG_INF), l_run = MatS(0.0);
+  const MatB ones = MatB(1.0);
+#else
+  float m = VKA_NEG_INF, l = 0.0;   // this lane's row (lane / 2)
+  const uint my_row = lane / 2u, my_c0 = (lane % 2u) * (BC / 2u);
+#endif
+  bool staged_nonfinite = false;
+
+  uvec4 kraw[8], vraw[8];
+  // Tiles 0 and 1 located, tile 0 staged. In the loop, tile t + 1's loads
+  // and tile t + 2's lookup are in flight while tile t computes.
+  locate_tile(a0, tile_entry(a0), 0u);
+  if (num_tiles > 1) locate_tile(a0 + int(BC), tile_entry(a0 + int(BC)), 1u);
+  barrier();
+  if (num_tiles > 0) {
+    load_tile(a0, 0u, false, kraw);
+    load_tile(a0, 0u, true, vraw);
+    store_tile(kraw, 0u);
+    store_tile(vraw, V_AT);
+  }
+  barrier();
+  for (int t = 0; t < num_tiles; ++t) {
+    const int k0 = a0 + t * int(BC);
+    const bool more = t + 1 < num_tiles;
+    if (partly_seen(k0, int(BC), seen_lo, seen_hi)) {
+      // Some row sees part of the tile: non-finite V values must not reach
+      // the rows that do not see them.
+      if (zero_staged_nonfinite()) staged_nonfinite = true;
+      barrier();
+    }
+    if (more) {   // in flight during this tile's products
+      load_tile(k0 + int(BC), uint(t + 1) % 2u, false, kraw);
+      load_tile(k0 + int(BC), uint(t + 1) % 2u, true, vraw);
+    }
+    const int ahead = t + 2 < num_tiles ? tile_entry(k0 + 2 * int(BC)) : -1;
+    // This subgroup: nothing to see in the tile, or all of it with no mask.
+    const bool skip = !has_rows || k0 > w_last || k0 + int(BC) - 1 < w_reach;
+    const bool whole = !LOGIT_TERMS && all_rows && k0 >= g_it.kv_begin && k0 + int(BC) <= g_it.kv_end &&
+                       k0 + int(BC) - 1 <= w_first && k0 >= w_lo;
+
+    // S = Q K^T: each 16-wide head slice of Q is read once and multiplied
+    // with every 16-key slice of K^T.
+    MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
+    if (!skip) {
+      [[unroll]] for (uint j = 0; j < 16u; ++j) {
+        if (j >= DT) break;
+        MatQ qa;
+        coopMatLoad(qa, q_tile, g_row0 * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor);
+#define S_MUL(c)                                                                                     \
+        {                                                                                            \
+          MatB kb;                                                                                   \
+          coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+          s##c = coopMatMulAdd(qa, kb, s##c);                                                        \
+        }
+        EACH_KEY_SLICE(S_MUL)
+      }
+    }
+
+#if VKATTN_PATH == 2
+    // Logits, the row max over the tile, the new running max, alpha and P,
+    // all in registers.
+    MatQ p0, p1, p2, p3;
+    if (!skip) {
+#define LOGITS(c)                                                                                   \
+      if (whole) s##c = s##c * g_scale;                                                             \
+      else coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c);
+      EACH_KEY_SLICE(LOGITS)
+      MatS tile_max;
+      coopMatReduceNV(tile_max, s0, gl_CooperativeMatrixReduceRowNV, cm_max);
+#define ROW_MAX(c)                                                                                  \
+      if (c > 0) {                                                                                  \
+        MatS part;                                                                                  \
+        coopMatReduceNV(part, s##c, gl_CooperativeMatrixReduceRowNV, cm_max);                       \
+        coopMatPerElementNV(tile_max, tile_max, cm_max2, part);                                     \
+      }
+      EACH_KEY_SLICE(ROW_MAX)
+      MatS m_new, alpha;
+      coopMatPerElementNV(m_new, m_run, cm_max2, tile_max);
+      coopMatPerElementNV(alpha, m_run, cm_exp_diff, m_new);
+      m_run = m_new;
+      MatS sum = MatS(0.0);
+#define MAKE_P(c)                                                                                   \
+      coopMatPerElementNV(s##c, s##c, cm_exp_diff, m_new);                                          \
+      p##c = MatQ(s##c);                                                                            \
+      sum = coopMatMulAdd(p##c, ones, sum);
+      EACH_KEY_SLICE(MAKE_P)
+      l_run = l_run * alpha + sum;
+#define RESCALE(j) o##j = o##j * alpha;
+      EACH_SLICE(RESCALE)
+    }
+#else
+    // Logits through shared memory: lane pairs own a row, half its keys each.
+    const uint s_at = warp * 16u * BC;
+    if (!skip) {
+#define STORE_S(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+      EACH_KEY_SLICE(STORE_S)
+      subgroup_sync();
+      float x[32];
+      float tile_max = VKA_NEG_INF;
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {
+        if (i >= BC / 2u) break;
+        const float s = s_tile[s_at + my_row * BC + my_c0 + i];
+        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s);
+        tile_max = max(tile_max, x[i]);
+      }
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
+      const float alpha = vka_softmax_rescale(m, l, tile_max);
+      float sum = 0.0;
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {
+        if (i >= BC / 2u) break;
+        const ELEM p = ELEM(vka_exp_diff(x[i], m));
+        p_tile[s_at + my_row * BC + my_c0 + i] = p;
+        sum += float(p);   // the rounded P that P V uses
+      }
+      l += sum + subgroupShuffleXor(sum, 1u);
+      if (lane % 2u == 0u) row_scale[warp * 16u + my_row] = alpha;
+      subgroup_sync();
+      MatS am;   // element (r, d) = alpha of row r
+      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
+#define RESCALE_KHR(j) o##j = o##j * am;
+      EACH_SLICE(RESCALE_KHR)
+    }
+#endif
+    if (!skip) {
+#if VKATTN_PATH != 2
+      MatQ p0, p1, p2, p3;
+#define LOAD_P(c) coopMatLoad(p##c, p_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+      EACH_KEY_SLICE(LOAD_P)
+#endif
+#define PV_MUL_AT(c, j)                                                                              \
+      {                                                                                              \
+        MatB vb;                                                                                     \
+        coopMatLoad(vb, kv_stage, V_AT + (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor); \
+        o##j = coopMatMulAdd(p##c, vb, o##j);                                                        \
+      }
+#define PV_FOR(j) \
+  if (0 < CT) PV_MUL_AT(0, j) if (1 < CT) PV_MUL_AT(1, j) if (2 < CT) PV_MUL_AT(2, j) if (3 < CT) PV_MUL_AT(3, j)
+      EACH_SLICE(PV_FOR)
+    }
+    // Tile t + 2's addresses replace tile t's, whose loads were issued last tile.
+    if (t + 2 < num_tiles) locate_tile(k0 + 2 * int(BC), ahead, uint(t) % 2u);
+    barrier();   // every subgroup is done with this tile
+    if (more) {
+      store_tile(kraw, 0u);
+      store_tile(vraw, V_AT);
+    }
+    barrier();
+  }
+
+  // Results: m and l of each row, then O one 16x16 slice at a time, through
+  // the subgroup's part of s_tile.
+  if (staged_nonfinite) wg_flags[0] = 1u;
+  barrier();
+  const bool fix = wg_flags[0] != 0u;
+  const uint o_at = warp * 16u * S_COLS;
+#if VKATTN_PATH == 2
+  coopMatStore(m_run, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  subgroup_sync();
+  if (lane < 16u) row_m[warp * 16u + lane] = s_tile[o_at + lane * 16u];
+  subgroup_sync();
+  coopMatStore(l_run, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  subgroup_sync();
+  if (lane < 16u) row_l[warp * 16u + lane] = s_tile[o_at + lane * 16u];
+#else
+  if (lane % 2u == 0u) {
+    row_m[warp * 16u + my_row] = m;
+    row_l[warp * 16u + my_row] = l;
+  }
+#endif
+  subgroup_sync();
+  if (!has_rows) return;
+  const float v_scale = PA_FP8_CACHE ? pc.v_scale : 1.0;
+#define WRITE_O(j)                                                                                 \
+  coopMatStore(o##j, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);                       \
+  subgroup_sync();                                                                                 \
+  for (uint e = lane; e < 256u; e += 32u) {                                                        \
+    const uint r = e / 16u, d = 16u * j + e % 16u;                                                 \
+    float o = s_tile[o_at + e] * v_scale;                                                          \
+    if (fix) o += nonfinite_term(g_it, g_row0 + r, d, a0, int(BC));                                \
+    pa_write_result(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r]);        \
+  }                                                                                                \
+  subgroup_sync();
+  EACH_SLICE(WRITE_O)
+}

@@ -1,0 +1,59 @@
+// `vkattn bench prefill`: paged attention for prefill and chunked prefill,
+// where the work per byte is high and the matrix rate is the ceiling. TFLOP/s
+// count only the (query, key) pairs that causal masking leaves, 4 * head_size
+// FLOP each (Q K^T and P V). Each case is checked first against the float64
+// reference on a smaller proxy of the same shape (params "verified_on").
+#include <vkattn/vkattn.hpp>
+
+#include <string>
+
+#include "bench/suites.hpp"
+
+namespace vkattn::tool {
+
+std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions& o) {
+  std::vector<BenchOp> ops;
+  auto shape = [&](uint32_t head_size) {
+    AttentionShape sh = quick ? AttentionShape{8, 2, head_size, o.block_size} : AttentionShape{32, 8, head_size, o.block_size};
+    sh.dtype = o.cache_dtype;
+    sh.q_dtype = o.dtype;
+    sh.layout = o.layout;
+    sh.prefill = o.prefill;
+    return sh;
+  };
+  std::string variant;
+  auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
+  if (o.dtype != DType::f16) note(std::string(dtype_name(o.dtype)) + " q");
+  if (o.cache_dtype != DType::f16) note(std::string(dtype_name(o.cache_dtype)) + " cache");
+  if (o.layout != KvLayout::nhd) note(std::string(layout_name(o.layout)));
+  if (o.block_size != 16) note("block " + std::to_string(o.block_size));
+  if (!variant.empty()) variant += ")";
+  const uint32_t n = quick ? 16 : 1;   // sizes divide by this on a CPU device
+  auto add = [&](const std::string& name, uint32_t head_size, const SeqList& seqs, const SeqList& proxy) {
+    uint32_t ctx_max = 0, q_total = 0;
+    for (auto [q, s] : seqs) {
+      ctx_max = std::max(ctx_max, s - q);
+      q_total += q;
+    }
+    attention_case(ctx, ops, name + " d" + std::to_string(head_size) + variant, seqs, shape(head_size), proxy,
+                   {{"batch", std::to_string(seqs.size())}, {"ctx", std::to_string(ctx_max)}, {"query_len", std::to_string(q_total)}},
+                   "compute");
+  };
+  add("B=1 q=" + std::to_string(8192 / n) + " causal", 128, {{8192 / n, 8192 / n}}, {{600 / n, 600 / n}});
+  add("B=1 q=" + std::to_string(2048 / n), 128, {{2048 / n, 2048 / n}}, {{300 / n, 300 / n}});
+  {
+    SeqList seqs(4, {512 / n, (4096 + 512) / n});
+    add("B=4 ctx=" + std::to_string(4096 / n) + " q=" + std::to_string(512 / n), 128, seqs, {{128 / n, 1000 / n}, {64 / n, 700 / n}});
+  }
+  {
+    SeqList seqs(8, {1024 / n, 2048 / n});
+    for (int i = 0; i < 64 / int(n); ++i) seqs.push_back({1, 2048 / n});
+    add("B=8 q=" + std::to_string(1024 / n) + " ctx=" + std::to_string(1024 / n) + " + " + std::to_string(64 / n) + " decode", 128,
+        seqs, {{200 / n, 400 / n}, {1, 500 / n}, {1, 300 / n}});
+  }
+  add("B=1 q=" + std::to_string(4096 / n) + " causal", 64, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
+  add("B=1 q=" + std::to_string(4096 / n) + " causal", 256, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
+  return ops;
+}
+
+}  // namespace vkattn::tool
