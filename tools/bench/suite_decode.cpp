@@ -37,6 +37,25 @@ uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1)
 
 }  // namespace
 
+AttentionShape DecodeOptions::shape(AttentionShape sh) const {
+  sh.dtype = cache_dtype;
+  sh.q_dtype = dtype;
+  sh.layout = layout;
+  sh.prefill = prefill;
+  return sh;
+}
+
+std::string DecodeOptions::name_suffix() const {
+  std::string variant;
+  auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
+  if (dtype != DType::f16) note(std::string(dtype_name(dtype)) + " q");
+  if (cache_dtype != DType::f16) note(std::string(dtype_name(cache_dtype)) + " cache");
+  if (layout != KvLayout::nhd) note(std::string(layout_name(layout)));
+  if (block_size != 16) note("block " + std::to_string(block_size));
+  if (prefill != PrefillKernel::automatic) note(prefill == PrefillKernel::on ? "prefill kernel" : "decode kernel");
+  return variant.empty() ? variant : variant + ")";
+}
+
 bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const Seqs& seqs, const Shape& sh,
                     const Seqs& verify_seqs, std::map<std::string, std::string> params, const char* bound) {
   const uint32_t Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_size, bs = sh.block_size;
@@ -167,19 +186,8 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
 std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o) {
   std::vector<BenchOp> ops;
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
-  Shape sh = quick ? Shape{8, 2, 64, o.block_size} : Shape{32, 8, 128, o.block_size};
-  sh.dtype = o.cache_dtype;
-  sh.q_dtype = o.dtype;
-  sh.layout = o.layout;
-  sh.prefill = o.prefill;
-  // Case names say what differs from the default sweep (f16 q and cache, NHD, block 16).
-  std::string variant;
-  auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
-  if (o.dtype != DType::f16) note(std::string(dtype_name(o.dtype)) + " q");
-  if (o.cache_dtype != DType::f16) note(std::string(dtype_name(o.cache_dtype)) + " cache");
-  if (o.layout != KvLayout::nhd) note(std::string(layout_name(o.layout)));
-  if (o.block_size != 16) note("block " + std::to_string(o.block_size));
-  if (!variant.empty()) variant += ")";
+  const Shape sh = o.shape(quick ? Shape{8, 2, 64, o.block_size} : Shape{32, 8, 128, o.block_size});
+  const std::string variant = o.name_suffix();
   const std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
   const std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
   const uint32_t verify_len = quick ? 150 : 1100;

@@ -14,20 +14,9 @@ namespace vkattn::tool {
 std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions& o) {
   std::vector<BenchOp> ops;
   auto shape = [&](uint32_t head_size) {
-    AttentionShape sh = quick ? AttentionShape{8, 2, head_size, o.block_size} : AttentionShape{32, 8, head_size, o.block_size};
-    sh.dtype = o.cache_dtype;
-    sh.q_dtype = o.dtype;
-    sh.layout = o.layout;
-    sh.prefill = o.prefill;
-    return sh;
+    return o.shape(quick ? AttentionShape{8, 2, head_size, o.block_size} : AttentionShape{32, 8, head_size, o.block_size});
   };
-  std::string variant;
-  auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
-  if (o.dtype != DType::f16) note(std::string(dtype_name(o.dtype)) + " q");
-  if (o.cache_dtype != DType::f16) note(std::string(dtype_name(o.cache_dtype)) + " cache");
-  if (o.layout != KvLayout::nhd) note(std::string(layout_name(o.layout)));
-  if (o.block_size != 16) note("block " + std::to_string(o.block_size));
-  if (!variant.empty()) variant += ")";
+  const std::string variant = o.name_suffix();
   const uint32_t n = quick ? 16 : 1;   // sizes divide by this on a CPU device
   auto add = [&](const std::string& name, uint32_t head_size, const SeqList& seqs, const SeqList& proxy) {
     uint32_t ctx_max = 0, q_total = 0;

@@ -27,13 +27,19 @@ const Suite* find_suite(const std::string& name);
 
 std::vector<BenchOp> write_kv_cache_cases(Context& ctx, bool quick);
 
-// `vkattn bench decode`'s flags: the cache and q the sweep runs with.
+struct AttentionShape;
+
+// `vkattn bench decode`'s and `prefill`'s flags: the cache and q the sweep runs with.
 struct DecodeOptions {
   DType dtype = DType::f16;         // q and out: f16 or bf16
   DType cache_dtype = DType::f16;   // f16, bf16, fp8_e4m3 or fp8_e5m2
   uint32_t block_size = 16;
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
+  AttentionShape shape(AttentionShape heads) const;   // `heads` with these dtypes, layout and kernel choice
+  // What the case names add: how the run differs from the default sweep
+  // (f16 q and cache, NHD, block 16, the automatic kernel), e.g. " (bf16 q, block 32)".
+  std::string name_suffix() const;
 };
 std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o);   // suite_decode.cpp
 std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions& o);  // suite_prefill.cpp
