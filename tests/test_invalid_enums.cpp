@@ -1,4 +1,4 @@
-// DType and KvLayout values outside their enums (a cast from an application's
+// DType, KvLayout and plan-option values outside their enums (a cast from an application's
 // integer) are refused with vkattn::Error wherever the public API takes one.
 #include "vk_test.hpp"
 
@@ -25,6 +25,18 @@ TEST_F(InvalidEnumsOnDevice, CacheConfig) {
   bad_dtype.dtype = kBadDType;
   EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), bad_layout), "layout = KvLayout(7)", "nhd, hnd or split");
   EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), bad_dtype), "dtype = DType(42)", "f16, bf16, fp8_e4m3 or fp8_e5m2");
+}
+
+TEST_F(InvalidEnumsOnDevice, PlanOptions) {
+  const KvCacheConfig cfg{.num_blocks = 2, .block_size = 16, .num_kv_heads = 1, .head_size = 16};
+  const std::vector<int32_t> qsl = {0, 1}, lens = {1};
+  PagedAttentionPlanOptions bad_split, bad_prefill;
+  bad_split.split = static_cast<SplitKv>(9);
+  bad_prefill.prefill = static_cast<PrefillKernel>(5);
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg, 1, DType::f16, PagedAttentionLengths{qsl, lens}, bad_split),
+                      "options.split = SplitKv(9)", "expected automatic, off or on");
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg, 1, DType::f16, PagedAttentionLengths{qsl, lens}, bad_prefill),
+                      "options.prefill = PrefillKernel(5)", "expected automatic, off or on");
 }
 
 TEST_F(InvalidEnumsOnDevice, WriteKvCacheViews) {

@@ -1,7 +1,8 @@
 // paged_attention: plans (checks, then the host schedule in
 // schedule/paged_attention_schedule.cpp), pipelines, and dispatch. Kernels:
 // shaders/paged_attention.comp (scalar), paged_attention_subgroup.comp
-// (matrix paths), paged_attention_reduce.comp (split-KV).
+// (matrix paths), paged_prefill.comp (matrix paths, long sequences, with
+// PrefillKernel::on), paged_attention_reduce.comp (split-KV).
 #include <vkattn/context.hpp>
 #include <vkattn/paged_attention.hpp>
 
