@@ -75,9 +75,8 @@ const bool LOGIT_TERMS = PA_HAS_SOFTCAP != 0u || PA_HAS_ALIBI != 0u || PA_HAS_QQ
 // padded by 16 bytes). uvec4: 16-byte stores.
 shared uvec4 q_tile[PA_BM * PP_ROW_VEC4(PA_HEAD_SIZE)];
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
-// Per subgroup: S [row][key] (KHR path), then 16x16 f32 slices of O, m and l.
+// Per subgroup: S [row][key] (KHR path).
 shared float s_tile[PP_S_FLOATS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
-const uint S_COLS = SHARED_SOFTMAX ? PA_BN : 16u;
 shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per subgroup: P [row][key] (KHR path)
 shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
@@ -366,19 +365,20 @@ void main() {
   }
 
   // Results: m and l of each row, then O one 16x16 slice at a time, through
-  // the subgroup's part of s_tile.
+  // the subgroup's 64 uvec4s of kv_stage (free after the key loop: the
+  // barrier below; the host keeps 2 * BC * ROW >= 64 * NW).
   if (staged_nonfinite) wg_flags[0] = 1u;
   barrier();
   const bool fix = wg_flags[0] != 0u;
-  const uint o_at = warp * 16u * S_COLS;
+  const uint o_at = warp * 64u;
 #if VKATTN_PATH == 2
-  coopMatStore(m_run, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatStore(m_run, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);
   subgroup_sync();
-  if (lane < 16u) row_m[warp * 16u + lane] = s_tile[o_at + lane * 16u];
+  if (lane < 16u) row_m[warp * 16u + lane] = uintBitsToFloat(kv_stage[o_at + lane * 4u].x);
   subgroup_sync();
-  coopMatStore(l_run, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatStore(l_run, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);
   subgroup_sync();
-  if (lane < 16u) row_l[warp * 16u + lane] = s_tile[o_at + lane * 16u];
+  if (lane < 16u) row_l[warp * 16u + lane] = uintBitsToFloat(kv_stage[o_at + lane * 4u].x);
 #else
   if (lane % 2u == 0u) {
     row_m[warp * 16u + my_row] = m;
@@ -389,11 +389,11 @@ void main() {
   if (!has_rows) return;
   const float v_scale = PA_FP8_CACHE ? pc.v_scale : 1.0;
 #define WRITE_O(j)                                                                                 \
-  coopMatStore(o##j, s_tile, o_at, 16u, gl_CooperativeMatrixLayoutRowMajor);                       \
+  coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
   subgroup_sync();                                                                                 \
   for (uint e = lane; e < 256u; e += 32u) {                                                        \
     const uint r = e / 16u, d = 16u * j + e % 16u;                                                 \
-    float o = s_tile[o_at + e] * v_scale;                                                          \
+    float o = uintBitsToFloat(kv_stage[o_at + e / 4u][e % 4u]) * v_scale;                          \
     if (fix) o += nonfinite_term(g_it, g_row0 + r, d, a0, int(BC));                                \
     pa_write_result(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r]);        \
   }                                                                                                \

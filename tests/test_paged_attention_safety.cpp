@@ -178,11 +178,12 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
   EXPECT_EQ(on.bm, 16u);                    // one token's 4 rows: 16-row tiles (no 16x8x16 shape here)
   EXPECT_TRUE(on.one_tile_per_seq);
   EXPECT_EQ(on.prefill.min_rows, 17u);      // 3 new tokens (12 rows) stay on the decode kernel
-  EXPECT_EQ(on.prefill.bm, 64u);
-  EXPECT_EQ(on.prefill.bn, 32u);            // head size 128
+  EXPECT_EQ(on.prefill.bm, 128u);           // coopmat2: 8 subgroups
+  EXPECT_EQ(on.prefill.bn, 16u);            // head size 128: 2048 / 128 keys
+  EXPECT_EQ(on.prefill.workgroup, 256u);
   EXPECT_EQ(on.num_workgroups, 3u * 8u);    // one tile per sequence and kv head
-  EXPECT_EQ(on.prefill.num_workgroups, (304u * 4u / 64u + 3u) * 8u);
-  EXPECT_LE(PP_SHARED_BYTES(128u, 4u, on.prefill.bn, 0u), dev.max_shared_memory);
+  EXPECT_EQ(on.prefill.num_workgroups, (304u * 4u / 128u + 3u) * 8u);
+  EXPECT_LE(PP_SHARED_BYTES(128u, 8u, on.prefill.bn, 0u), dev.max_shared_memory);
   // A batch of prefill rows only dispatches no decode workgroups.
   const std::vector<int32_t> qsl1 = {0, 300}, lens1 = {300};
   p.num_seqs = 1;
@@ -196,21 +197,27 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
   p.max_query_len = 300;
   dev.prefill_kernel = false;
   EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
-  // Keys per tile by head size; a plan routes only where the tile's shared
-  // memory fits: head size 256 has none in 48 KiB (its Q tile alone takes
-  // 33 KiB) and stays on the decode kernel.
+  // Tiles by head size; a plan routes only where a tile's shared memory fits:
+  // head size 256 has none in 48 KiB (its Q tile alone takes 33 KiB) and
+  // stays on the decode kernel. The KHR path (S and P in shared memory) takes
+  // 4 subgroups.
   dev.prefill_kernel = true;
-  EXPECT_EQ(prefill_tile(dev, 64).bn, 64u);
-  EXPECT_EQ(prefill_tile(dev, 256).bn, 16u);
+  EXPECT_EQ(prefill_tile(dev, 64).bn, 32u);
+  EXPECT_EQ(prefill_tile(dev, 80).bn, 32u);   // 16 keys would not hold the results' staging
   for (bool khr : {false, true}) {
     dev.prefill_shared_softmax = khr;
     for (uint32_t d : {64u, 80u, 128u, 256u}) {
       const Tile t = prefill_tile(dev, d);
-      const bool fits = PP_SHARED_BYTES(d, t.workgroup / 32, t.bn, khr ? 1u : 0u) <= dev.max_shared_memory;
-      EXPECT_EQ(fits, d != 256) << "head size " << d;
+      EXPECT_EQ(t.bm != 0, d != 256) << "head size " << d;
       p.head_size = d;
-      EXPECT_EQ(schedule_paged_attention(dev, p).prefill.on, fits) << "head size " << d;
-      EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;   // <= 8 loads of 16 bytes per invocation
+      EXPECT_EQ(schedule_paged_attention(dev, p).prefill.on, t.bm != 0) << "head size " << d;
+      if (!t.bm) continue;
+      const uint32_t nw = t.workgroup / 32;
+      EXPECT_EQ(t.bm, 16 * nw);
+      EXPECT_EQ(nw, khr ? 4u : 8u) << "head size " << d;
+      EXPECT_LE(PP_SHARED_BYTES(d, nw, t.bn, khr ? 1u : 0u), dev.max_shared_memory) << "head size " << d;
+      EXPECT_GE(2 * t.bn * PP_ROW_VEC4(d), 64 * nw) << "head size " << d;   // the results' staging
+      EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;       // <= 8 loads of 16 bytes per invocation
     }
   }
 }

@@ -125,14 +125,24 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
 }
 
 Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
-  const uint32_t nw = 4, sm = dev.prefill_shared_softmax ? 1 : 0;
-  // Registers: O takes head_size / 2 per invocation, the next tile's loads
-  // bn * head_size / 256 (4 subgroups), S and P 3 * bn / 4: 64 keys up to
-  // head size 64, 32 up to 128, then 16, keep them under 255 with no spills.
+  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size);
+  auto fits = [&](uint32_t nw, uint32_t bn) {
+    return PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn * row >= 64 * nw &&
+           bn * head_size / 8 <= 8 * 32 * nw;
+  };
+  // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of
+  // 2048 / head_size keys (one 16-byte load of K and one of V per invocation).
+  if (!sm) {
+    uint32_t bn = head_size <= 64 ? 32 : 16;
+    while (bn < 64 && 2 * bn * row < 64 * 8) bn *= 2;
+    if (fits(8, bn)) return {128, bn, 256};
+  }
+  // 4 subgroups. Registers: O takes head_size / 2 per invocation, the next
+  // tile's loads bn * head_size / 256, S and P 3 * bn / 4: 64 keys up to head
+  // size 64, 32 up to 128, then 16, keep them under 255 with no spills.
   uint32_t bn = head_size <= 64 ? 64 : head_size <= 128 ? 32 : 16;
-  while (bn > 16 && (PP_SHARED_BYTES(head_size, nw, bn, sm) > dev.max_shared_memory || bn * head_size / 8 > 8 * 32 * nw))
-    bn /= 2;
-  return {16 * nw, bn, 32 * nw};
+  while (bn > 16 && !fits(4, bn)) bn /= 2;
+  return fits(4, bn) ? Tile{64, bn, 128} : Tile{0, 0, 0};
 }
 
 Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProblem& p) {
@@ -145,8 +155,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   // PrefillKernel::automatic keeps the decode kernel: measured on an H200, it
   // is still the faster of the two on every prefill shape of `vkattn bench
   // prefill` (DEVELOPERS.md, "The prefill kernel").
-  const bool routed = p.prefill == PrefillKernel::on && dev.prefill_kernel && max_rows > 16 &&
-                      PP_SHARED_BYTES(p.head_size, 4u, 16u, dev.prefill_shared_softmax ? 1u : 0u) <= dev.max_shared_memory;
+  const Tile pre = dev.prefill_kernel ? prefill_tile(dev, p.head_size) : Tile{0, 0, 0};
+  const bool routed = p.prefill == PrefillKernel::on && pre.bm && max_rows > 16;
   const uint32_t decode_rows = routed ? gqa : static_cast<uint32_t>(std::min<uint64_t>(max_rows, 1u << 30));
   const Tile tile = choose_tile(dev, p.head_size, decode_rows);
   s.bm = tile.bm;
@@ -157,9 +167,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   if (uint64_t(p.num_tokens) * gqa >= (1ull << 32))
     fail("num_tokens * (num_q_heads / num_kv_heads) = " + std::to_string(uint64_t(p.num_tokens) * gqa) +
          " packed rows; at most 2^32 - 1 are supported");
-  Tile pre{};
   if (routed) {
-    pre = prefill_tile(dev, p.head_size);
     s.prefill.on = true;
     s.prefill.bm = pre.bm;
     s.prefill.bn = pre.bn;

@@ -72,9 +72,11 @@ struct Tile {
 };
 Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
 
-// The prefill kernel's tile: 64 rows in 4 subgroups, and keys per K/V tile
-// (64, 32 or 16) by head size, fewer where its shared memory
-// (PP_SHARED_BYTES) does not fit the device.
+// The prefill kernel's tile: on coopmat2 128 rows in 8 subgroups, each K/V
+// tile of 2048 / head_size keys (or more, to hold the results' staging);
+// else, or where that does not fit, 64 rows in 4 subgroups and keys per tile
+// (64, 32 or 16) by head size, fewer where its shared memory (PP_SHARED_BYTES)
+// does not fit the device. {0, 0, 0} where no tile fits.
 Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
 
 // Bytes of split-KV partial results.

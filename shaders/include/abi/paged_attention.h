@@ -104,9 +104,10 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
 // constants: PA_BM = 16 rows per subgroup of 32 invocations, PA_BN keys per
 // K/V tile. Its shared arrays, sized here for the shader and for the host's
 // tile choice (detail::prefill_tile). SM: 1 where S and P go through shared
-// memory (the KHR path); the coopmat2 path keeps them in registers.
+// memory (the KHR path); the coopmat2 path keeps them in registers. The
+// results go through the K/V tiles' space: 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
 #define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
-#define PP_S_FLOATS(NW, BC, SM) ((NW) * 16u * ((SM) != 0u ? (BC) : 16u))   /* per subgroup: S, or one 16x16 slice */
+#define PP_S_FLOATS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) */
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * (16u * (NW) + 2u * (BC)) * PP_ROW_VEC4(D) /* Q, K and V tiles */ + 4u * PP_S_FLOATS(NW, BC, SM) + \
