@@ -177,7 +177,6 @@ class PagedAttentionPlan {
   // rows, which is one token's tile of the decode kernel.
   bool routes_prefill() const;
   uint32_t prefill_min_rows() const;  // 0 without
-  uint32_t prefill_workgroup_size() const;
   Path path() const;              // the kernel path it runs on (f16 and bf16 mixed, or bf16 on a device
                                   // without bf16 matrices, run the scalar one)
   const detail::PagedAttentionPlanData& data() const { return *data_; }

@@ -100,12 +100,12 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
   return static_cast<uint32_t>(longest);
 }
 
-// Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
 // The rows a kernel takes in a plan that routes sequences by rows (0: all).
 struct RowRange {
   uint32_t min_rows = 0, max_rows = 0;
 };
 
+// Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
 abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t bn, uint32_t workgroup,
                                   bool one_tile_per_seq, bool single_token_rows, const PagedAttentionVariant& v,
                                   uint32_t subgroup_size, RowRange rows = {}) {
@@ -279,7 +279,6 @@ uint64_t PagedAttentionPlan::workspace_bytes() const { return data_->schedule.wo
 uint64_t PagedAttentionPlan::num_workgroups() const { return data_->schedule.num_workgroups + data_->schedule.prefill.num_workgroups; }
 bool PagedAttentionPlan::routes_prefill() const { return data_->schedule.prefill.on; }
 uint32_t PagedAttentionPlan::prefill_min_rows() const { return data_->schedule.prefill.min_rows; }
-uint32_t PagedAttentionPlan::prefill_workgroup_size() const { return data_->schedule.prefill.workgroup; }
 uint32_t PagedAttentionPlan::workgroup_size() const { return data_->schedule.workgroup; }
 Path PagedAttentionPlan::path() const { return data_->path; }
 
