@@ -13,10 +13,12 @@
 //   - S = Q K^T for the subgroup's rows (Q from shared memory, 16x16 slices);
 //   - logits, masks, the online softmax and P; O += P V;
 //   - barrier; the next tile is staged; barrier.
-// The loads' latency hides behind a whole tile's products. Q, K and V are
-// read from shared memory rather than held in registers: with O (head_size / 2
-// registers) they must leave room, or the driver spills to local memory,
-// which the key loop then reads every tile.
+// The loads' latency hides behind a whole tile's products. Each subgroup
+// holds its Q rows in registers (A matrices, head_size / 8 registers), read
+// once through the K/V tiles' space before the key loop; K and V are read
+// from shared memory. Keeping Q out of shared memory leaves room for tiles of
+// 32 to 64 keys, so a tile's fixed costs (two barriers, the lookups) are
+// shared by more products.
 // The softmax runs in registers on the coopmat2 path (VK_NV_cooperative_matrix2:
 // row reductions, per-element operations with the element's row and column,
 // accumulator -> A conversion; the row sums come from P times a matrix of
@@ -48,6 +50,7 @@
 
 #include "abi/paged_attention.h"
 #include "grid.glsl"
+#define PA_PREFILL_KERNEL 1
 #include "paged_attention_io.glsl"
 #include "matrix_element.glsl"
 #include "attention_nonfinite.glsl"
@@ -71,9 +74,8 @@ const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
 const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
 const bool LOGIT_TERMS = PA_HAS_SOFTCAP != 0u || PA_HAS_ALIBI != 0u || PA_HAS_QQ_BIAS != 0u;
 
-// The Q tile, and the K and V tiles ([row or key][head_size] ELEMs, rows
-// padded by 16 bytes). uvec4: 16-byte stores.
-shared uvec4 q_tile[PA_BM * PP_ROW_VEC4(PA_HEAD_SIZE)];
+// The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
+// rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
 // Per subgroup: S [row][key] (KHR path).
 shared float s_tile[PP_S_FLOATS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
@@ -200,17 +202,22 @@ void main() {
   const int w_lo = PA_HAS_WINDOW != 0u ? w_last - pc.sliding_window + 1 : 0;        // seen by every row from here
   const int w_reach = PA_HAS_WINDOW != 0u ? w_first - pc.sliding_window + 1 : 0;    // seen by some row from here
 
-  // Q: staged, then held as A slices.
+  if (tid == 0u) wg_flags[0] = 0u;
+  pa_load_chunk_bases();
+  // Q: staged in the K/V tiles' space (the host keeps 2 * BC >= PA_BM), then
+  // held as A slices.
   for (uint i = tid; i < PA_BM * D / 8u; i += WG) {
     const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
     uvec4 h;
     [[unroll]] for (uint e = 0; e < 4u; ++e)
       h[e] = pa_q_bits(g_it, r, d + 2u * e) | (pa_q_bits(g_it, r, d + 2u * e + 1u) << 16);
-    q_tile[r * ROW + d / 8u] = h;
+    kv_stage[r * ROW + d / 8u] = h;
   }
-  if (tid == 0u) wg_flags[0] = 0u;
-  pa_load_chunk_bases();
   barrier();
+  MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
+#define LOAD_Q(j) coopMatLoad(q##j, kv_stage, g_row0 * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor);
+  EACH_SLICE(LOAD_Q)
+  barrier();   // the space is the K/V tiles' from here
 
   MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
@@ -255,22 +262,18 @@ void main() {
     const bool whole = !LOGIT_TERMS && all_rows && k0 >= g_it.kv_begin && k0 + int(BC) <= g_it.kv_end &&
                        k0 + int(BC) - 1 <= w_first && k0 >= w_lo;
 
-    // S = Q K^T: each 16-wide head slice of Q is read once and multiplied
-    // with every 16-key slice of K^T.
+    // S = Q K^T, one 16-wide head slice of Q at a time.
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
     if (!skip) {
-      [[unroll]] for (uint j = 0; j < 16u; ++j) {
-        if (j >= DT) break;
-        MatQ qa;
-        coopMatLoad(qa, q_tile, g_row0 * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor);
-#define S_MUL(c)                                                                                     \
-        {                                                                                            \
-          MatB kb;                                                                                   \
-          coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
-          s##c = coopMatMulAdd(qa, kb, s##c);                                                        \
-        }
-        EACH_KEY_SLICE(S_MUL)
+#define S_MUL_AT(c, j)                                                                               \
+      {                                                                                              \
+        MatB kb;                                                                                     \
+        coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+        s##c = coopMatMulAdd(q##j, kb, s##c);                                                        \
       }
+#define S_FOR(j) \
+  if (0 < CT) S_MUL_AT(0, j) if (1 < CT) S_MUL_AT(1, j) if (2 < CT) S_MUL_AT(2, j) if (3 < CT) S_MUL_AT(3, j)
+      EACH_SLICE(S_FOR)
     }
 
 #if VKATTN_PATH == 2

@@ -289,6 +289,28 @@ TEST_P(PagedAttentionCombos, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCombos, ::testing::ValuesIn(combos()),
                          [](const auto& info) { return info.param.name; });
 
+// PrefillKernel::automatic (the default) on a batch whose long sequences fill
+// a GPU of up to 320 multiprocessors: 20 sequences of 40 tokens (160 rows,
+// two 128-row tiles each, 8 kv heads) go to the prefill kernel on coopmat2;
+// sequences of 20 tokens (80 rows: several decode tiles each) and decode rows
+// stay on the decode kernel, in the same call.
+class PagedAttentionAutomaticRouting : public VkTest {};
+TEST_F(PagedAttentionAutomaticRouting, LongSequencesGoToThePrefillKernelOnCoopmat2) {
+  if (on_cpu(ctx())) GTEST_SKIP() << "full-size batch: GPUs only";
+  Seqs seqs;
+  for (uint32_t i = 0; i < 20; ++i) seqs.push_back({40, 40 + (i * 53) % 400});
+  for (uint32_t i = 0; i < 6; ++i) seqs.push_back({20, 20 + (i * 71) % 300});
+  for (uint32_t i = 0; i < 6; ++i) seqs.push_back({1, 100 + i * 97});
+  auto c = make(seqs, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 411);
+  c.sliding_window = 200;
+  c.with_lse = true;
+  ASSERT_EQ(c.prefill, PrefillKernel::automatic);
+  auto r = tool::run_paged_attention(ctx(), c);
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure << "\ntolerance: " << r.tolerance;
+  const bool routes = ctx().path_for("paged_prefill") == Path::coopmat2;
+  EXPECT_EQ(r.summary.find("prefill kernel for >= 128 rows") != std::string::npos, routes) << r.summary;
+}
+
 // ---- segmented (split-KV) vs unsegmented ----
 
 struct SplitCase {

@@ -149,10 +149,11 @@ TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
 }
 
-// Routing sequences by rows (detail::schedule_paged_attention): only with
-// PrefillKernel::on, only on a matrix path with the prefill kernel, and only
-// sequences of more rows than one token's decode tile.
-TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) {
+// Routing sequences by rows (detail::schedule_paged_attention), only on a
+// matrix path with the prefill kernel: with PrefillKernel::on, sequences of
+// more rows than one token's decode tile; with automatic, on coopmat2,
+// sequences of a whole prefill tile or more where they fill the GPU.
+TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
   using namespace detail;
   ScheduleDevice dev;
   dev.path = Path::coopmat2;
@@ -171,7 +172,41 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
   p.query_start_loc = qsl;
   p.seq_lens = lens;
   p.split = SplitKv::off;
-  EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);   // automatic: the decode kernel
+  // automatic: 300 tokens give 10 tiles of 128 rows per kv head, 80
+  // workgroups for 132 multiprocessors: the decode kernel.
+  EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
+  {
+    // Two such sequences (160 workgroups) and a short one: the long ones go
+    // to the prefill kernel, the rest (up to 127 rows, several 16-row tiles
+    // each) to the decode kernel.
+    const std::vector<int32_t> qsl2 = {0, 300, 600, 620, 621}, lens2 = {300, 1000, 900, 50};
+    ScheduleProblem q = p;
+    q.num_seqs = 4;
+    q.num_tokens = 621;
+    q.query_start_loc = qsl2;
+    q.seq_lens = lens2;
+    const Schedule a = schedule_paged_attention(dev, q);
+    ASSERT_TRUE(a.prefill.on);
+    EXPECT_EQ(a.prefill.min_rows, 128u);
+    EXPECT_EQ(a.bm, 16u);
+    EXPECT_FALSE(a.one_tile_per_seq);
+    EXPECT_GT(a.num_workgroups, 0u);
+    // Not on the KHR path, nor with off.
+    ScheduleDevice khr = dev;
+    khr.path = Path::coopmat;
+    khr.prefill_shared_softmax = true;
+    EXPECT_FALSE(schedule_paged_attention(khr, q).prefill.on);
+    q.prefill = PrefillKernel::off;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    // A replay plan: sized by max_query_len for every sequence.
+    q.prefill = PrefillKernel::automatic;
+    q.query_start_loc = {};
+    q.seq_lens = {};
+    q.max_seq_len = 1000;
+    EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);   // 4 x 10 tiles x 8 heads
+    q.num_seqs = 1;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);  // 80 workgroups
+  }
   p.prefill = PrefillKernel::on;
   const Schedule on = schedule_paged_attention(dev, p);
   ASSERT_TRUE(on.prefill.on);
@@ -179,7 +214,7 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
   EXPECT_TRUE(on.one_tile_per_seq);
   EXPECT_EQ(on.prefill.min_rows, 17u);      // 3 new tokens (12 rows) stay on the decode kernel
   EXPECT_EQ(on.prefill.bm, 128u);           // coopmat2: 8 subgroups
-  EXPECT_EQ(on.prefill.bn, 16u);            // head size 128: 2048 / 128 keys
+  EXPECT_EQ(on.prefill.bn, 64u);            // keys per K/V tile
   EXPECT_EQ(on.prefill.workgroup, 256u);
   EXPECT_EQ(on.num_workgroups, 3u * 8u);    // one tile per sequence and kv head
   EXPECT_EQ(on.prefill.num_workgroups, (304u * 4u / 128u + 3u) * 8u);
@@ -197,13 +232,13 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
   p.max_query_len = 300;
   dev.prefill_kernel = false;
   EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
-  // Tiles by head size; a plan routes only where a tile's shared memory fits:
-  // head size 256 has none in 48 KiB (its Q tile alone takes 33 KiB) and
+  // Tiles by head size; a plan routes only where a tile fits:
+  // head size 256 has none (its O and Q would not fit the registers) and
   // stays on the decode kernel. The KHR path (S and P in shared memory) takes
   // 4 subgroups.
   dev.prefill_kernel = true;
-  EXPECT_EQ(prefill_tile(dev, 64).bn, 32u);
-  EXPECT_EQ(prefill_tile(dev, 80).bn, 32u);   // 16 keys would not hold the results' staging
+  EXPECT_EQ(prefill_tile(dev, 64).bn, 64u);
+  EXPECT_EQ(prefill_tile(dev, 80).bn, 64u);
   for (bool khr : {false, true}) {
     dev.prefill_shared_softmax = khr;
     for (uint32_t d : {64u, 80u, 128u, 256u}) {
@@ -217,6 +252,7 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelOnlyWhenAsked) 
       EXPECT_EQ(nw, khr ? 4u : 8u) << "head size " << d;
       EXPECT_LE(PP_SHARED_BYTES(d, nw, t.bn, khr ? 1u : 0u), dev.max_shared_memory) << "head size " << d;
       EXPECT_GE(2 * t.bn * PP_ROW_VEC4(d), 64 * nw) << "head size " << d;   // the results' staging
+      EXPECT_GE(2 * t.bn, t.bm) << "head size " << d;                        // Q's staging
       EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;       // <= 8 loads of 16 bytes per invocation
     }
   }

@@ -70,15 +70,19 @@ enum class SplitKv {
   on,          // always split (num_segments, or a chosen count)
 };
 
-// Whether sequences of many query rows (more than one token's rows of the
-// decode kernel's tile) run on the prefill kernel (paged_prefill.comp: 64-row
-// tiles sharing each K/V tile; matrix paths with subgroups of 32) rather than
-// on the decode kernel's 16-row tiles. Both give the same results within the
-// stated tolerances.
+// Whether sequences of many query rows run on the prefill kernel
+// (paged_prefill.comp: tiles of 128 rows on coopmat2, 64 on KHR coopmat,
+// sharing each K/V tile; matrix paths with subgroups of 32, head sizes up to
+// 128) rather than on the decode kernel's 16-row tiles. Both give the same
+// results within the stated tolerances. The plan decides per batch, and a
+// mixed batch is still one call.
 enum class PrefillKernel {
-  automatic,   // the faster for the batch: today always the decode kernel (see `vkattn bench prefill`)
+  // coopmat2: sequences of at least 128 rows (query tokens x GQA heads),
+  // where they give the prefill kernel a workgroup per multiprocessor or
+  // more. KHR coopmat: the decode kernel.
+  automatic,
   off,
-  on,          // whenever the device has it
+  on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel
 };
 
 // The size of the workspace an engine allocates once for split-KV partial
@@ -173,8 +177,7 @@ class PagedAttentionPlan {
   uint64_t num_workgroups() const;    // of the attention dispatches (decode and prefill kernels)
   uint32_t workgroup_size() const;    // invocations per workgroup of the decode kernel
   // Whether sequences of many rows (query tokens x GQA heads) run on the
-  // prefill kernel (matrix paths): those of more than prefill_min_rows() - 1
-  // rows, which is one token's tile of the decode kernel.
+  // prefill kernel (matrix paths): those of prefill_min_rows() rows or more.
   bool routes_prefill() const;
   uint32_t prefill_min_rows() const;  // 0 without
   Path path() const;              // the kernel path it runs on (f16 and bf16 mixed, or bf16 on a device

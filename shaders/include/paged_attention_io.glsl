@@ -3,12 +3,17 @@
 // softmax: the bindings, the work item, reading K/V (block table -> chunk ->
 // element), turning a score into a logit for a row, and writing a row's result
 // (final output and LSE, or a split-KV partial for paged_attention_reduce).
-// Include after abi/paged_attention.h (the spec constants) and before main().
+// Include after abi/paged_attention.h (the spec constants) and before main();
+// paged_prefill.comp defines PA_PREFILL_KERNEL 1 first (which sequences of a
+// plan that routes by rows are its).
 // Loops over the workgroup step by PA_WORKGROUP_SIZE, never gl_WorkGroupSize:
 // the kernels declare local_size_x_id after this file, and until then glslang
 // gives gl_WorkGroupSize as (1, 1, 1), so every invocation did all the work.
 #ifndef VKATTN_PAGED_ATTENTION_IO_GLSL
 #define VKATTN_PAGED_ATTENTION_IO_GLSL
+#ifndef PA_PREFILL_KERNEL
+#define PA_PREFILL_KERNEL 0
+#endif
 #include "attention_logits.glsl"
 #include "kv_addressing.glsl"
 #include "number_formats.glsl"
@@ -78,7 +83,7 @@ PaItem pa_load_item(uint wg) {
   if (len > 0) len = max(len, q1 - q0);
   uint rows = uint(q1 - q0) * PA_GQA;
   // A plan that routes by rows gives each sequence to one kernel.
-  const bool mine = rows >= PA_MIN_ROWS && (PA_MAX_ROWS == 0u || rows <= PA_MAX_ROWS);
+  const bool mine = PA_PREFILL_KERNEL != 0 ? rows >= pc.route_rows : pc.route_rows == 0u || rows < pc.route_rows;
   if (PA_ONE_TILE_PER_SEQ != 0u) rows = min(rows, PA_BM);
   it.row_start = local * PA_BM;
   it.valid = it.seq < pc.num_seqs && it.row_start < rows && mine;

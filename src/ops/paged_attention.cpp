@@ -100,15 +100,10 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
   return static_cast<uint32_t>(longest);
 }
 
-// The rows a kernel takes in a plan that routes sequences by rows (0: all).
-struct RowRange {
-  uint32_t min_rows = 0, max_rows = 0;
-};
-
 // Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
 abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t bn, uint32_t workgroup,
                                   bool one_tile_per_seq, bool single_token_rows, const PagedAttentionVariant& v,
-                                  uint32_t subgroup_size, RowRange rows = {}) {
+                                  uint32_t subgroup_size) {
   abi::PagedAttentionSpec spec;
   spec.PA_HEAD_SIZE = p.cache.head_size;
   spec.PA_BLOCK_SIZE = p.cache.block_size;
@@ -130,19 +125,16 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_SUBGROUP_SIZE = subgroup_size;
   spec.PA_ONE_TILE_PER_SEQ = one_tile_per_seq;
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
-  spec.PA_MIN_ROWS = rows.min_rows;
-  spec.PA_MAX_ROWS = rows.max_rows;
   return spec;
 }
 
 // The decode kernel's and the prefill kernel's specialisations for a plan.
 abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t subgroup_size) {
   const auto& sch = p.schedule;
-  return main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v, subgroup_size,
-                   {0, sch.prefill.on ? sch.bm : 0});
+  return main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v, subgroup_size);
 }
 abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
-  return main_spec(p, pre.bm, pre.bn, pre.workgroup, false, false, v, 32, {pre.min_rows, 0});
+  return main_spec(p, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
 }
 
 const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
@@ -327,30 +319,13 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
           main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
     reduce_pipeline(impl, reduce_spec(p, v));
   }
-  // A batch with prefill rows, where the plan routes them (as
-  // schedule_paged_attention does): the decode kernel with one token's tile
-  // for the sequences of at most its rows, at every workgroup size, and the
-  // prefill kernel for the rest.
-  ScheduleProblem probe;
-  probe.num_q_heads = num_q_heads;
-  probe.num_kv_heads = cache.num_kv_heads;
-  probe.head_size = cache.head_size;
-  probe.num_seqs = 1;
-  probe.num_tokens = probe.max_query_len = 17;
-  probe.max_seq_len = 17;
-  probe.prefill = PrefillKernel::on;
-  const Schedule routed = schedule_paged_attention(dev, probe);
-  if (!routed.prefill.on) return;
-  p.schedule = routed;
-  for (const auto& v : variants) {
-    for (uint32_t w = dev.subgroup_size; w <= routed.max_workgroup; w *= 2)
-      for (uint32_t longest_query : {1u, 2u}) {   // single-token rows or not
-        p.schedule.workgroup = w;
-        p.max_query_len = longest_query;
-        main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size));
-      }
-    prefill_pipeline(impl, p.path, prefill_spec(p, routed.prefill, v));
-  }
+  // The prefill kernel, where a plan may route sequences to it. Which rows
+  // are whose is a push constant, so the decode kernel's sequences run on the
+  // pipelines above.
+  const Tile pre = dev.prefill_kernel ? prefill_tile(dev, cache.head_size) : Tile{0, 0, 0};
+  if (!pre.bm) return;
+  const PrefillSchedule routed{true, pre.bm, pre.bn, pre.workgroup};
+  for (const auto& v : variants) prefill_pipeline(impl, p.path, prefill_spec(p, routed, v));
 }
 
 namespace {
@@ -493,6 +468,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   push.view_offsets0 = offsets[0];
   push.view_offsets1 = offsets[1];
   push.view_offsets2 = offsets[2];
+  push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
 
   PagedAttentionVariant v;
   v.alibi = o.alibi_slopes.has_value();

@@ -127,42 +127,66 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
 Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
   const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size);
   auto fits = [&](uint32_t nw, uint32_t bn) {
-    return PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn * row >= 64 * nw &&
-           bn * head_size / 8 <= 8 * 32 * nw;
+    return PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn >= 16 * nw &&
+           2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
   };
-  // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of
-  // 2048 / head_size keys (one 16-byte load of K and one of V per invocation).
-  if (!sm) {
-    uint32_t bn = head_size <= 64 ? 32 : 16;
-    while (bn < 64 && 2 * bn * row < 64 * 8) bn *= 2;
-    if (fits(8, bn)) return {128, bn, 256};
-  }
-  // 4 subgroups. Registers: O takes head_size / 2 per invocation, the next
-  // tile's loads bn * head_size / 256, S and P 3 * bn / 4: 64 keys up to head
-  // size 64, 32 up to 128, then 16, keep them under 255 with no spills.
-  uint32_t bn = head_size <= 64 ? 64 : head_size <= 128 ? 32 : 16;
-  while (bn > 16 && !fits(4, bn)) bn /= 2;
+  // Registers per invocation: O head_size / 2, Q head_size / 8, the next
+  // tile's loads bn * head_size / (4 * 32 * nw), S and P 3 * bn / 4. Up to
+  // head size 128 that is near the limit of 255; head size 256 stays on the
+  // decode kernel.
+  if (head_size > 128) return {0, 0, 0};
+  // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of 64 keys.
+  if (!sm && fits(8, 64)) return {128, 64, 256};
+  // 4 subgroups, S and P through shared memory.
+  uint32_t bn = head_size <= 64 ? 64 : 32;
   return fits(4, bn) ? Tile{64, bn, 128} : Tile{0, 0, 0};
 }
+
+namespace {
+
+// The packed rows from which a plan's sequences go to the prefill kernel (0:
+// none; the decode kernel takes the rest).
+//   PrefillKernel::on: more rows than one token's decode tile.
+//   automatic: on the coopmat2 path, a whole prefill tile of rows or more,
+//     where such sequences give the prefill kernel at least a workgroup per
+//     multiprocessor. Shorter sequences leave most of its tile's rows empty,
+//     and fewer workgroups leave multiprocessors idle that the decode
+//     kernel's 16-row items would use. On the KHR path the prefill kernel is
+//     not the faster on every shape, so automatic keeps the decode kernel
+//     there. (DEVELOPERS.md, "The prefill kernel", has the measurements.)
+uint32_t prefill_route_rows(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
+  const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
+  const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
+  if (p.prefill == PrefillKernel::on) {
+    const uint32_t one_token = choose_tile(dev, p.head_size, gqa).bm;
+    return max_rows > one_token ? one_token + 1 : 0;
+  }
+  if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return 0;
+  auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
+  uint64_t workgroups = 0;
+  if (p.seq_lens.empty()) workgroups = p.num_seqs * tiles(max_rows);   // a replay plan
+  for (uint32_t i = 0; i < p.num_seqs && !p.seq_lens.empty(); ++i)
+    workgroups += tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+  return workgroups * p.num_kv_heads >= std::max(dev.multiprocessors, 1u) ? pre.bm : 0;
+}
+
+}  // namespace
 
 Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProblem& p) {
   Schedule s;
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
   const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
-  // Sequences of more rows than one 16-row tile go to the prefill kernel
-  // where there is one; the decode kernel keeps those of at most one token's
-  // rows' tile, one tile each.
-  // PrefillKernel::automatic keeps the decode kernel: measured on an H200, it
-  // is still the faster of the two on every prefill shape of `vkattn bench
-  // prefill` (DEVELOPERS.md, "The prefill kernel").
+  // Sequences of route_rows or more go to the prefill kernel, the others to
+  // the decode kernel.
   const Tile pre = dev.prefill_kernel ? prefill_tile(dev, p.head_size) : Tile{0, 0, 0};
-  const bool routed = p.prefill == PrefillKernel::on && pre.bm && max_rows > 16;
-  const uint32_t decode_rows = routed ? gqa : static_cast<uint32_t>(std::min<uint64_t>(max_rows, 1u << 30));
+  const uint32_t route_rows = pre.bm ? prefill_route_rows(dev, p, pre) : 0;
+  const bool routed = route_rows != 0;
+  const uint32_t decode_rows = static_cast<uint32_t>(std::min<uint64_t>(max_rows, routed ? route_rows - 1 : 1u << 30));
   const Tile tile = choose_tile(dev, p.head_size, decode_rows);
   s.bm = tile.bm;
   s.bn = tile.bn;
   s.workgroup = s.max_workgroup = tile.workgroup;
-  s.one_tile_per_seq = routed || max_rows <= tile.bm;
+  s.one_tile_per_seq = decode_rows <= tile.bm;
   // The kernels compute token * GQA in 32 bits.
   if (uint64_t(p.num_tokens) * gqa >= (1ull << 32))
     fail("num_tokens * (num_q_heads / num_kv_heads) = " + std::to_string(uint64_t(p.num_tokens) * gqa) +
@@ -172,7 +196,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     s.prefill.bm = pre.bm;
     s.prefill.bn = pre.bn;
     s.prefill.workgroup = pre.workgroup;
-    s.prefill.min_rows = s.bm + 1;
+    s.prefill.min_rows = route_rows;
   }
   const uint64_t q_tiles = s.one_tile_per_seq ? p.num_seqs : uint64_t(p.num_tokens) * gqa / s.bm + p.num_seqs;
   const uint64_t prefill_q_tiles = routed ? uint64_t(p.num_tokens) * gqa / pre.bm + p.num_seqs : 0;
@@ -182,7 +206,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   bool any_decode = !routed, any_prefill = false;
   auto add_sequence = [&](ItemKeys& to, int64_t query_len, int64_t seq_len) {
     const uint64_t rows = uint64_t(query_len) * gqa;
-    const bool prefill = routed && rows > s.bm;
+    const bool prefill = routed && rows >= route_rows;
     (prefill ? any_prefill : any_decode) = true;
     const uint64_t bm = prefill ? pre.bm : s.bm;
     const int64_t ctx = seq_len - query_len;

@@ -40,6 +40,13 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
     add("B=8 q=" + std::to_string(1024 / n) + " ctx=" + std::to_string(1024 / n) + " + " + std::to_string(64 / n) + " decode", 128,
         seqs, {{200 / n, 400 / n}, {1, 500 / n}, {1, 300 / n}});
   }
+  // Short chunks over a cached context, where the prefill kernel's 128-row
+  // tiles are partly empty: where routing by rows pays.
+  for (uint32_t q : {128u, 32u, 8u}) {
+    const uint32_t B = 2048 / q / n, c = 2048 / n;
+    add("B=" + std::to_string(B) + " ctx=" + std::to_string(c) + " q=" + std::to_string(q), 128, SeqList(B, {q, c + q}),
+        {{q, 300 / n + q}, {q, 200 / n + q}});
+  }
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 64, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 256, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
   return ops;

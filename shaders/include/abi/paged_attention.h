@@ -61,9 +61,7 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(16, PA_WRITE_LSE, 0)          \
   X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */ \
   X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
-  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
-  X(20, PA_MIN_ROWS, 0)          /* sequences of fewer packed rows are another kernel's (0: none) */ \
-  X(21, PA_MAX_ROWS, 0)          /* sequences of more packed rows are another kernel's (0: none) */
+  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -98,19 +96,21 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(float, out_inv_scale)          \
   X(uint32_t, view_offsets0)       \
   X(uint32_t, view_offsets1)       \
-  X(uint32_t, view_offsets2)
+  X(uint32_t, view_offsets2)       \
+  X(uint32_t, route_rows)   /* sequences of at least this many packed rows are the prefill kernel's, the others the decode kernel's (0: all the decode kernel's) */
 
 // paged_prefill.comp (matrix paths, rows of many tokens) takes the same spec
 // constants: PA_BM = 16 rows per subgroup of 32 invocations, PA_BN keys per
 // K/V tile. Its shared arrays, sized here for the shader and for the host's
 // tile choice (detail::prefill_tile). SM: 1 where S and P go through shared
-// memory (the KHR path); the coopmat2 path keeps them in registers. The
-// results go through the K/V tiles' space: 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
+// memory (the KHR path); the coopmat2 path keeps them in registers. Q's rows
+// (before the key loop) and the results (after it) go through the K/V tiles'
+// space, which must hold them: 2 * BC >= 16 * NW and 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
 #define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
 #define PP_S_FLOATS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) */
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
-  (16u * (16u * (NW) + 2u * (BC)) * PP_ROW_VEC4(D) /* Q, K and V tiles */ + 4u * PP_S_FLOATS(NW, BC, SM) + \
+  (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(NW, BC, SM) + \
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
    16u /* flags */ +                                                                                          \
    1024u /* paged_attention_io.glsl's chunk bases */)
