@@ -55,9 +55,9 @@ struct Schedule {
   uint32_t num_segments = 1;
   uint64_t num_workgroups = 0;     // q_tiles * num_kv_heads * num_segments
   uint64_t workspace_bytes = 0;    // split-KV partial results; 0 unsplit
-  // With a prefill part, the decode kernel takes the sequences of at most
-  // `bm` rows (one tile each) and num_workgroups counts its workgroups only
-  // (0: the batch has none of them).
+  // With a prefill part, the decode kernel takes the sequences of fewer than
+  // prefill.min_rows rows and num_workgroups counts its workgroups only (0:
+  // the batch has none of them).
   PrefillSchedule prefill;
 };
 
@@ -72,11 +72,10 @@ struct Tile {
 };
 Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
 
-// The prefill kernel's tile: on coopmat2 128 rows in 8 subgroups, each K/V
-// tile of 2048 / head_size keys (or more, to hold the results' staging);
-// else, or where that does not fit, 64 rows in 4 subgroups and keys per tile
-// (64, 32 or 16) by head size, fewer where its shared memory (PP_SHARED_BYTES)
-// does not fit the device. {0, 0, 0} where no tile fits.
+// The prefill kernel's tile, up to head size 128: on coopmat2 128 rows in 8
+// subgroups and K/V tiles of 64 keys; else, or where that does not fit, 64
+// rows in 4 subgroups and 64 or 32 keys by head size. {0, 0, 0} where no tile
+// fits (its shared memory, PP_SHARED_BYTES, or head size 256's registers).
 Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
 
 // Bytes of split-KV partial results.
