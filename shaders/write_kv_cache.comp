@@ -4,6 +4,9 @@
 // of 16), loads them as 16-byte words when the inputs allow, converts them to
 // the cache dtype and stores them with one 16-byte (f16/bf16) or 8-byte (fp8)
 // store wherever the layout keeps them contiguous (every layout but split V).
+// An f16 or bf16 cache written from inputs of its own dtype takes the bits
+// as they are: no conversion (the conversions' instructions, not memory, had
+// bounded the kernel there).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -36,7 +39,24 @@ layout(buffer_reference, std430, buffer_reference_align = 1) buffer Cache8 { uin
 const bool FP8_CACHE = WKV_CACHE_DTYPE == DTYPE_FP8_E4M3 || WKV_CACHE_DTYPE == DTYPE_FP8_E5M2;
 const uint ESIZE = FP8_CACHE ? 1u : 2u;
 
-float half_word(uint bits) { return WKV_INPUT_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits); }
+// A 16-bit input value as f32 (exact; NaNs stay NaNs). The hardware's
+// conversion for f16, a shift for bf16.
+float half_word(uint bits) {
+  return WKV_INPUT_DTYPE == DTYPE_BF16 ? uintBitsToFloat(bits << 16) : unpackHalf2x16(bits).x;
+}
+const bool SAME_DTYPE = WKV_INPUT_DTYPE == WKV_CACHE_DTYPE;   // f16 or bf16 to a cache of the same dtype
+
+// Eight consecutive 16-bit input elements starting at `index`, as they are.
+uvec4 load8_bits(bool is_value, uint index) {
+  if (WKV_VECTOR_LOADS != 0u) return is_value ? value_vec[index / 8u] : key_vec[index / 8u];
+  uvec4 w;
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint lo = uint(is_value ? value16[index + 2u * i] : key16[index + 2u * i]);
+    const uint hi = uint(is_value ? value16[index + 2u * i + 1u] : key16[index + 2u * i + 1u]);
+    w[i] = lo | (hi << 16);
+  }
+  return w;
+}
 
 // Eight consecutive input elements starting at `index` (a multiple of 8 when vectorized).
 void load8(bool is_value, uint index, out float x[8]) {
@@ -114,13 +134,23 @@ void main() {
   for (uint i = gl_LocalInvocationIndex; i < WKV_NUM_KV_HEADS * WKV_HEAD_SIZE / 8u; i += WKV_WORKGROUP_SIZE) {
     const uint h = (i * 8u) / WKV_HEAD_SIZE;
     const uint d = (i * 8u) % WKV_HEAD_SIZE;
-    float k[8], v[8];
-    load8(false, pc.key_offset + token * pc.key_token_stride + h * pc.key_head_stride + d, k);
-    load8(true, pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d, v);
+    const uint k_at = pc.key_offset + token * pc.key_token_stride + h * pc.key_head_stride + d;
+    const uint v_at = pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d;
     uint kc[8], vc[8];
-    [[unroll]] for (uint j = 0; j < 8u; ++j) {
-      kc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
-      vc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
+    if (SAME_DTYPE) {
+      const uvec4 kb = load8_bits(false, k_at), vb = load8_bits(true, v_at);
+      [[unroll]] for (uint j = 0; j < 8u; ++j) {
+        kc[j] = (kb[j / 2u] >> (16u * (j % 2u))) & 0xFFFFu;
+        vc[j] = (vb[j / 2u] >> (16u * (j % 2u))) & 0xFFFFu;
+      }
+    } else {
+      float k[8], v[8];
+      load8(false, k_at, k);
+      load8(true, v_at, v);
+      [[unroll]] for (uint j = 0; j < 8u; ++j) {
+        kc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
+        vc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
+      }
     }
     uint ke = vka_kv_element_in_block(WKV_LAYOUT, false, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
     uint ve = vka_kv_element_in_block(WKV_LAYOUT, true, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);

@@ -22,31 +22,23 @@
 
 // Generic encoder; the wrappers pass constants and the compiler folds them.
 // max_bits / nan_bits are magnitudes (sign clear), listed explicitly because
-// e4m3fn keeps finite values in its all-ones exponent.
+// e4m3fn keeps finite values in its all-ones exponent. Selects, no branches
+// (0 and infinity need no cases of their own: 0 encodes as 0, infinity
+// saturates like any value past max finite).
 uint vka_nf_encode(float x, int ebits, int mbits, int bias, uint max_bits, uint nan_bits)
 {
     uint b = floatBitsToUint(x);
     uint sign = (b >> 31) << uint(ebits + mbits);
     uint ef = (b >> 23) & 0xFFu;
     uint mf = b & 0x7FFFFFu;
-    if (ef == 0xFFu) {
-        // Saturating, so infinity is just another value past max finite.
-        return sign | ((mf != 0u) ? nan_bits : max_bits);
-    }
-    if (ef == 0u && mf == 0u) {
-        return sign;
-    }
-    // The f32 value is sig * 2^(eff - 150) for normals and denormals alike.
+    // The f32 value is sig * 2^(eff - 150) for normals and denormals alike
+    // (and 0 gives sig 0, which encodes as 0 below).
     int eff = max(int(ef), 1);
     uint sig = (ef == 0u) ? mf : (mf | 0x800000u);
     // Target exponent, clamped to the minimum normal one so subnormal rounding
     // is the same code. Every target's minimum normal exponent is >= -126, so
     // f32 denormal inputs (true exponent < -126) clamp correctly too.
     int e = max(eff - 127, 1 - bias);
-    int max_exp = int(max_bits >> uint(mbits)) - bias;
-    if (e > max_exp) {
-        return sign | max_bits;
-    }
     // Drop s bits to reach quanta of 2^(e - mbits). s >= 23 - mbits > 0. Past
     // 25 bits the 24-bit sig is below half a quantum and rounds to 0 anyway;
     // capping keeps the shifts below 32, where GLSL shifts are defined.
@@ -54,14 +46,13 @@ uint vka_nf_encode(float x, int ebits, int mbits, int bias, uint max_bits, uint 
     uint m = sig >> uint(s);
     uint rem = sig & ((1u << uint(s)) - 1u);
     uint halfway = 1u << uint(s - 1);
-    if (rem > halfway || (rem == halfway && (m & 1u) != 0u)) {
-        m += 1u;
-    }
+    m += (rem > halfway || (rem == halfway && (m & 1u) != 0u)) ? 1u : 0u;
     // m carries the implicit one when normal, so adding it to the (biased
     // exponent - 1) field covers subnormals, subnormal->normal and mantissa
-    // carries alike; anything past max finite (inf or e4m3's NaN slot) saturates.
-    uint bits = (uint(e + bias - 1) << uint(mbits)) + m;
-    return sign | min(bits, max_bits);
+    // carries alike. Anything past max finite (a larger exponent, infinity,
+    // or e4m3's NaN slot) lands above max_bits and saturates.
+    uint bits = min((uint(e + bias - 1) << uint(mbits)) + m, max_bits);
+    return sign | ((ef == 0xFFu && mf != 0u) ? nan_bits : bits);
 }
 
 // Generic decoder. Every value of these formats is exactly representable in
