@@ -113,6 +113,53 @@ TEST_F(WriteKvCache, SaturatesOutOfRangeValues) {
   }
 }
 
+// Inputs of the cache's own dtype are stored as they are: every f16 / bf16
+// bit pattern of the inputs (NaNs with payloads, infinities, -0, subnormals)
+// comes back unchanged, in NHD and split (whose V stores element by element).
+// (Converted, infinities saturated to the largest finite value and NaNs
+// became the canonical NaN.)
+TEST_F(WriteKvCache, SameDtypeInputsAreStoredBitForBit) {
+  const uint32_t H = 2, D = 64, n = 32, bs = 16;
+  for (DType d : {DType::f16, DType::bf16})
+    for (KvLayout layout : {KvLayout::nhd, KvLayout::split}) {
+      KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = H, .head_size = D, .dtype = d, .layout = layout};
+      PagedKvCache cache(ctx(), cfg);
+      // 4096 patterns: the top byte (sign and exponent's high bits) walks all
+      // 256 values, the low byte a few, so every exponent class shows up.
+      std::vector<uint16_t> k(n * H * D), v(k.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = static_cast<uint16_t>(((i % 256) << 8) | ((i / 256) * 17 % 256));
+        v[i] = static_cast<uint16_t>(k[i] ^ 0x8001u);
+      }
+      std::vector<int64_t> slots(n);
+      for (uint32_t t = 0; t < n; ++t) slots[t] = (t * 7 + 3) % (cfg.num_blocks * bs);   // distinct
+      Buffer kb(ctx(), k.size() * 2), vb(ctx(), v.size() * 2), sb(ctx(), n * 8);
+      kb.upload(k.data(), k.size() * 2);
+      vb.upload(v.data(), v.size() * 2);
+      sb.upload(slots.data(), n * 8);
+      write_kv_cache(ctx(), cache, TensorView::contiguous(kb, d, {n, H, D}), TensorView::contiguous(vb, d, {n, H, D}),
+                     TensorView::contiguous(sb, DType::i64, {n}));
+      const auto got_k = cache.read_blocks(KvPart::key, 0, cfg.num_blocks);
+      const auto got_v = cache.read_blocks(KvPart::value, 0, cfg.num_blocks);
+      size_t wrong = 0;
+      for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t h = 0; h < H; ++h)
+          for (uint32_t e = 0; e < D; ++e) {
+            const uint64_t b = uint64_t(slots[t]) / bs, s = uint64_t(slots[t]) % bs;
+            const uint64_t at_k = b * cache.block_bytes() / 2 + cache.element_in_block(KvPart::key, uint32_t(s), h, e);
+            const uint64_t at_v = b * cache.block_bytes() / 2 + cache.element_in_block(KvPart::value, uint32_t(s), h, e);
+            uint16_t gk, gv;
+            std::memcpy(&gk, &got_k[at_k * 2], 2);
+            std::memcpy(&gv, &got_v[at_v * 2], 2);
+            const size_t i = (size_t(t) * H + h) * D + e;
+            if ((gk != k[i] || gv != v[i]) && wrong++ < 3)
+              ADD_FAILURE() << dtype_name(d) << " " << layout_name(layout) << " token " << t << " head " << h << " dim " << e
+                            << ": stored " << std::hex << gk << "/" << gv << ", input " << k[i] << "/" << v[i] << std::dec;
+          }
+      EXPECT_EQ(wrong, 0u) << dtype_name(d) << " " << layout_name(layout);
+    }
+}
+
 TEST_F(WriteKvCache, EveryTokenPaddingWritesNothing) {
   auto c = small_case(DType::bf16, KvLayout::nhd, DType::bf16, DType::i32, 5);
   c.num_tokens = 6;

@@ -23,7 +23,9 @@ class Context;
 // slot_mapping[num_tokens] (i32 or i64; slot = block * block_size + offset in
 // block; a negative slot is padding and is skipped). Values are converted to the
 // cache dtype, rounding to nearest even and saturating to its largest finite
-// value; fp8 caches store value / k_scale (v_scale). A slot beyond the cache is
+// value; fp8 caches store value / k_scale (v_scale). Inputs of the cache's own
+// dtype (f16 or bf16) are not converted: stored bit for bit, infinities and
+// NaN payloads included (as vLLM's "auto" cache dtype). A slot beyond the cache is
 // skipped and reported as an error naming the token and the slot.
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                     const TensorView& slot_mapping, VkCommandBuffer cmd);
