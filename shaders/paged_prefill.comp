@@ -10,7 +10,7 @@
 //
 // Per tile, with two workgroup barriers:
 //   - the next tile's K and V loads are issued into registers;
-//   - S = Q K^T for the subgroup's rows (Q from shared memory, 16x16 slices);
+//   - S = Q K^T for the subgroup's rows (Q in registers, K from shared memory);
 //   - logits, masks, the online softmax and P; O += P V;
 //   - barrier; the next tile is staged; barrier.
 // The loads' latency hides behind a whole tile's products. Each subgroup

@@ -311,6 +311,39 @@ TEST_F(PagedAttentionAutomaticRouting, LongSequencesGoToThePrefillKernelOnCoopma
   EXPECT_EQ(r.summary.find("prefill kernel for >= 128 rows") != std::string::npos, routes) << r.summary;
 }
 
+// Pipelines are made before the first step: after prepare_paged_attention
+// for the layer's shape and variant, runs of every kind of batch (decode,
+// mixed, the prefill kernel asked for, split, and on a GPU a batch that
+// automatic routes to the prefill kernel) create none.
+TEST_F(PagedAttentionAutomaticRouting, PrepareMakesEveryPipelineARunNeeds) {
+  const KvCacheConfig cfg{.num_blocks = 64, .block_size = 16, .num_kv_heads = 8, .head_size = 128};
+  PagedAttentionVariant variant;
+  variant.sliding_window = true;
+  variant.lse = true;
+  prepare_paged_attention(ctx(), cfg, 32, DType::f16, std::span<const PagedAttentionVariant>(&variant, 1));
+  const size_t prepared = ctx().pipelines_created();
+  std::vector<PagedAttentionCase> cases = {make(kDecode, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 421),
+                                           make(kMixed, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 422)};
+  cases.push_back(cases[1]);
+  cases.back().prefill = PrefillKernel::on;
+  cases.push_back(cases[0]);
+  cases.back().split = SplitKv::on;
+  cases.back().num_segments = 3;
+  if (!on_cpu(ctx())) {
+    Seqs seqs;
+    for (uint32_t i = 0; i < 20; ++i) seqs.push_back({40, 40 + (i * 53) % 400});
+    for (uint32_t i = 0; i < 6; ++i) seqs.push_back({1, 100 + i * 97});
+    cases.push_back(make(seqs, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 423));
+  }
+  for (auto& c : cases) {
+    c.sliding_window = 200;
+    c.with_lse = true;
+    auto r = tool::run_paged_attention(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+    EXPECT_EQ(ctx().pipelines_created(), prepared) << "a run created a pipeline: " << r.summary;
+  }
+}
+
 // ---- segmented (split-KV) vs unsegmented ----
 
 struct SplitCase {
