@@ -164,9 +164,12 @@ uint32_t prefill_route_rows(const ScheduleDevice& dev, const ScheduleProblem& p,
   if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return 0;
   auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
   uint64_t workgroups = 0;
-  if (p.seq_lens.empty()) workgroups = p.num_seqs * tiles(max_rows);   // a replay plan
-  for (uint32_t i = 0; i < p.num_seqs && !p.seq_lens.empty(); ++i)
-    workgroups += tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+  if (p.seq_lens.empty()) {
+    workgroups = p.num_seqs * tiles(max_rows);   // a replay plan: every sequence as long as it may be
+  } else {
+    for (uint32_t i = 0; i < p.num_seqs; ++i)
+      workgroups += tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+  }
   return workgroups * p.num_kv_heads >= std::max(dev.multiprocessors, 1u) ? pre.bm : 0;
 }
 
