@@ -55,7 +55,7 @@ const uint CPT_MAX = 8u;
 
 // Issues every load of a tile at once (its keys' blocks are in key_block /
 // value_block); the registers are consumed a phase later.
-void load_tile(int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+void load_tile(bool suffix, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
   [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
     kraw[i] = uvec4(0);
     vraw[i] = uvec4(0);
@@ -64,28 +64,27 @@ void load_tile(int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uv
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
     if (k_pos >= kv_end) continue;
-    const uint t = uint(k_pos) % PA_BLOCK_SIZE;
-    kraw[i] = pa_load_raw8(key_block[j], false, t, kv_head, d);
-    vraw[i] = pa_load_raw8(value_block[j], true, t, kv_head, d);
+    kraw[i] = pa_key_raw8(suffix, key_block[j], false, k_pos, kv_head, d);
+    vraw[i] = pa_key_raw8(suffix, value_block[j], true, k_pos, kv_head, d);
   }
 }
 
-void store_tile(bool is_value, uvec4 raw[CPT_MAX]) {
+void store_tile(bool suffix, bool is_value, uvec4 raw[CPT_MAX]) {
   [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
     const uint c = gl_LocalInvocationIndex + i * WG;
     if (i >= CPT || c >= CHUNKS) continue;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     float x[8];
-    pa_decode_raw8(raw[i], is_value ? pc.v_scale : pc.k_scale, x);
+    pa_decode_key8(suffix, raw[i], is_value ? pc.v_scale : pc.k_scale, x);
     [[unroll]] for (uint e = 0; e < 8u; ++e) KVs[j * DP + d + e] = x[e];
   }
 }
 
-// Where the keys of the tile starting at k0 live (invocation tid < BN: key k0 + tid).
+// Where the keys of the tile starting at k0 live (invocation tid < BN: key
+// k0 + tid): pa_key_at, from its block-table entry.
 void set_key_blocks(uint tid, PaItem it, int k_pos, int raw) {
-  const uint b = pa_checked_block(raw, it.seq, k_pos);
-  key_block[tid] = pa_block_address(false, b);
-  value_block[tid] = pa_block_address(true, b);
+  key_block[tid] = pa_key_at(it, false, k_pos, raw);
+  value_block[tid] = pa_key_at(it, true, k_pos, raw);
 }
 
 void main() {
@@ -111,7 +110,8 @@ void main() {
   if (tid < BN && it.kv_begin + int(tid) < it.kv_end)
     set_key_blocks(tid, it, it.kv_begin + int(tid), pa_raw_block(it.seq, it.kv_begin + int(tid)));
   barrier();
-  load_tile(it.kv_begin, it.kv_end, it.kv_head, kraw, vraw);
+  const bool suffix = pa_suffix_item(it);
+  load_tile(suffix, it.kv_begin, it.kv_end, it.kv_head, kraw, vraw);
 
   for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += int(BN)) {
     const int k1 = k0 + int(BN);   // the next tile
@@ -119,7 +119,7 @@ void main() {
     int next_block = 0;
     const bool has_next = tid < BN && k1 + int(tid) < it.kv_end;
     if (has_next) next_block = pa_raw_block(it.seq, k1 + int(tid));
-    store_tile(false, kraw);
+    store_tile(suffix, false, kraw);
     barrier();
     for (uint i = tid; i < BM * BN; i += WG) {   // S = Q K^T
       const uint r = i / BN, j = i % BN;
@@ -128,7 +128,7 @@ void main() {
       Ss[i] = s;
     }
     barrier();
-    store_tile(true, vraw);
+    store_tile(suffix, true, vraw);
     if (has_next) set_key_blocks(tid, it, k1 + int(tid), next_block);
     for (uint i = tid; i < BM * BN; i += WG) {
       const uint r = i / BN;
@@ -136,7 +136,7 @@ void main() {
       Ss[i] = q_pos >= 0 ? pa_logit(it, Ss[i], r, q_pos, k0 + int(i % BN)) : VKA_NEG_INF;
     }
     barrier();
-    if (k1 < it.kv_end) load_tile(k1, it.kv_end, it.kv_head, kraw, vraw);
+    if (k1 < it.kv_end) load_tile(suffix, k1, it.kv_end, it.kv_head, kraw, vraw);
 
     // Online softmax, one invocation per row.
     if (tid < BM) {

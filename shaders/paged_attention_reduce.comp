@@ -63,6 +63,8 @@ void main() {
   // Tokens past the batch (a replay plan's spare capacity) have no partial
   // results; a query_start_loc out of range was reported by the attention kernel.
   if (token >= uint(clamp(pa_query_start(pc.num_seqs), 0, int(pc.num_tokens)))) return;
+  // Prefix prefill's skip_decode: a sequence of one new token is left as it is.
+  if ((pc.flags & PA_FLAG_SKIP_DECODE) != 0u && pa_token_is_single(token)) return;
   const uint S = pc.num_segments;
   const uint slot0 = pa_partial_slot(token, head, 0u);
   const uint stats = pa_partial_stats(slot0);

@@ -150,24 +150,29 @@ int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
 // entry: the tile's block-table entry (ALIGNED; tile_entry).
 void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
   uint64_t base = 0;
-  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
+  const bool suffix = pa_suffix_item(it);   // prefix prefill's new tokens: no block
+  if (ALIGNED && k0 < it.kv_end && !suffix) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
     if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
+    if (suffix) {
+      raw[i] = pa_suffix_raw8(is_value, pa_suffix_row(it, is_value, k_pos) + d);
+      continue;
+    }
     if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
     raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
 }
 
 // Writes loaded pieces as ELEMs into this subgroup's part of `stage`.
-void store_pieces(uvec4 raw[8], uint first, uint warp) {
+void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= 2u * D) continue;
-    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_raw(raw[i]);
+    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
   }
 }
 
@@ -195,12 +200,12 @@ bool zero_staged_nonfinite(uint warp) {
 void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
   if (PREFETCH) {
-    store_pieces(raw, 0u, warp);
+    store_pieces(pa_suffix_item(it), raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      store_pieces(now, g, warp);
+      store_pieces(pa_suffix_item(it), now, g, warp);
     }
   }
   subgroup_sync();
@@ -280,7 +285,7 @@ void main() {
       const int k_pos = k0 + int(my_c0 + c);
       // The scale and the row's position are read here, not held through the
       // loop: 2 registers fewer (168 on an H200, which fits 12 subgroups per SM).
-      const float sc = s_tile[warp * ST + my_row * 16u + my_c0 + c] * (pc.scale * (PA_FP8_CACHE ? pc.k_scale : 1.0));
+      const float sc = s_tile[warp * ST + my_row * 16u + my_c0 + c] * pa_score_scale(it);
       const int q_pos = row_qpos[my_row];
       x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
       tile_max = max(tile_max, x[c]);
@@ -334,7 +339,7 @@ void main() {
   float mm = VKA_NEG_INF, ll = 0.0;
   for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
   for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
-  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * (PA_FP8_CACHE ? pc.v_scale : 1.0);
+  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
   if (warp == 0u && lane % LPR == 0u) {
     final_m[my_row] = mm;
     final_l[my_row] = ll;

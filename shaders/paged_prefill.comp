@@ -31,7 +31,8 @@
 // all its rows see whole run without masks when the layer has no per-element
 // logit terms (softcap, ALiBi, qq_bias).
 //
-// The K/V tile's values come through kv_source.glsl (the paged cache here).
+// The K/V tile's values come through kv_source.glsl: the paged cache, or for
+// prefix prefill's segment 1 the new tokens' K/V views.
 // Non-finite V values: attention_nonfinite.glsl.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -117,7 +118,7 @@ void load_tile(int k0, uint buf, bool is_value, out uvec4 raw[8]) {
     const uint c = gl_LocalInvocationIndex + i * WG;
     if (i >= PPT || c >= PIECES) continue;
     const uint j = c / (D / 8u);
-    raw[i] = kv_source_raw8(key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
+    raw[i] = kv_source_raw8(g_it, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
                             (c % (D / 8u)) * 8u);
   }
 }
@@ -137,7 +138,7 @@ void store_tile(uvec4 raw[8], uint at) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_LocalInvocationIndex + i * WG;
     if (i >= PPT || c >= PIECES) continue;
-    kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_raw(raw[i]);
+    kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw[i]);
   }
 }
 
@@ -187,7 +188,7 @@ void main() {
   g_it = pa_load_item(item);
   if (!g_it.valid) return;   // the same for the whole workgroup
   g_row0 = 16u * warp;
-  g_scale = pc.scale * (PA_FP8_CACHE ? pc.k_scale : 1.0);
+  g_scale = pa_score_scale(g_it);
   const int a0 = g_it.kv_begin & ~15;
   const int num_tiles = g_it.kv_end > a0 ? (g_it.kv_end - a0 + int(BC) - 1) / int(BC) : 0;
   int seen_lo, seen_hi;
@@ -390,7 +391,7 @@ void main() {
 #endif
   subgroup_sync();
   if (!has_rows) return;
-  const float v_scale = PA_FP8_CACHE ? pc.v_scale : 1.0;
+  const float v_scale = pa_value_scale(g_it);
 #define WRITE_O(j)                                                                                 \
   coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
   subgroup_sync();                                                                                 \

@@ -110,7 +110,7 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_SEQ_LEN_TABLE:
       throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(b) +
                   " on the device exceeds what its block-table row holds (" + std::to_string(c) +
-                  " keys: max_blocks_per_seq * block_size); the sequence was skipped");
+                  " keys: max_blocks_per_seq * block_size, plus the new tokens for prefix_prefill); the sequence was skipped");
     case abi::STATUS_QUERY_LEN_PLAN:
       throw Error("paged_attention: sequence " + std::to_string(a) + " has query_len " + std::to_string(b) +
                   " on the device, more than the plan's tiles hold (" + std::to_string(c) +

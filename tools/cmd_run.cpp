@@ -46,13 +46,14 @@ std::function<void()> spin_up_before_timing(Context& ctx) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention"};
+  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention", "prefix-prefill"};
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: vkattn run OP [flags]\n"
                  "ops:\n"
                  "  serve             a serving loop: every layer's write_kv_cache + paged_attention per step, each step verified\n"
                  "  write-kv-cache    scatter K/V tokens into a paged cache\n"
                  "  paged-attention   attention of a varlen batch over a paged cache (decode, prefill, split-KV)\n"
+                 "  prefix-prefill    new tokens over a cached prefix (paged) and causally over their own K/V tensors\n"
                  "`vkattn run OP --help` lists the op's flags.\n";
     return args.empty() ? 2 : 0;
   }
@@ -78,6 +79,20 @@ int cmd_run(const std::vector<std::string>& args) {
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     PagedAttentionCase c = pf.apply();   // flag errors before the device opens
+    return run_and_report(dev, "paged_attention", [&](Context& ctx) {
+      c.before_timing = spin_up_before_timing(ctx);
+      return run_paged_attention(ctx, c);
+    });
+  }
+  if (op == "prefix-prefill") {
+    cli::Flags f("vkattn run prefix-prefill",
+                 "Prefix prefill of a random varlen batch: each sequence's context in a random paged cache, its new tokens' "
+                 "K/V in their own tensors (their cache slots hold NaN), checked against the float64 reference");
+    DeviceFlags dev(f);
+    PagedAttentionFlags pf(f, /*prefix=*/true);
+    f.parse(rest);
+    if (f.help_requested()) { std::cout << f.help(); return 0; }
+    PagedAttentionCase c = pf.apply();
     return run_and_report(dev, "paged_attention", [&](Context& ctx) {
       c.before_timing = spin_up_before_timing(ctx);
       return run_paged_attention(ctx, c);
@@ -140,7 +155,7 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   std::string hint;
   if (auto near = cli::nearest(op, ops)) hint = " (did you mean '" + *near + "'?)";
-  throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: serve, write-kv-cache, paged-attention");
+  throw cli::UsageError("unknown op '" + op + "'" + hint + "; ops: serve, write-kv-cache, paged-attention, prefix-prefill");
 }
 
 }  // namespace vkattn::tool

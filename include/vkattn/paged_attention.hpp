@@ -185,6 +185,7 @@ class PagedAttentionPlan {
   const detail::PagedAttentionPlanData& data() const { return *data_; }
 
  private:
+  friend class PrefixPrefillPlan;   // a paged-attention plan of its own kind (prefix_prefill.hpp)
   std::unique_ptr<detail::PagedAttentionPlanData> data_;
 };
 

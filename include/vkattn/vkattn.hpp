@@ -11,5 +11,6 @@
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/ops.hpp>
 #include <vkattn/paged_attention.hpp>
+#include <vkattn/prefix_prefill.hpp>
 #include <vkattn/tensor.hpp>
 #include <vkattn/version.hpp>

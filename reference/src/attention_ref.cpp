@@ -65,11 +65,8 @@ class RowEvaluator {
     double mx = -kInf;
     if (with_sink && !p_.sinks.empty()) mx = p_.sinks[h];
     for (int64_t k = lo; k < hi; ++k) {
-      const int32_t block = p_.block_table[uint64_t(seq) * p_.max_blocks_per_seq + k / p_.cache.block_size];
-      const uint32_t slot = static_cast<uint32_t>(k % p_.cache.block_size);
       double dot = 0;
-      for (uint32_t d = 0; d < D; ++d)
-        dot += q[d] * (load(p_.cache.dtype, p_.k_cache, kv_element_index(p_.cache, false, block, slot, kvh, d)) * ks_);
+      for (uint32_t d = 0; d < D; ++d) dot += q[d] * key(false, seq, q_begin, ctx, k, kvh, d);
       double s = p_.scale * dot;
       if (p_.softcap > 0) s = p_.softcap * std::tanh(s / p_.softcap);
       if (!p_.alibi_slopes.empty()) s += p_.alibi_slopes[h] * double(k - ctx);
@@ -94,16 +91,26 @@ class RowEvaluator {
       const int64_t k = keys_[n];
       const double w = std::exp(logits_[n] - mx);
       sum += w;
-      const int32_t block = p_.block_table[uint64_t(seq) * p_.max_blocks_per_seq + k / p_.cache.block_size];
-      const uint32_t slot = static_cast<uint32_t>(k % p_.cache.block_size);
-      for (uint32_t d = 0; d < D; ++d)
-        acc[d] += w * (load(p_.cache.dtype, p_.v_cache, kv_element_index(p_.cache, true, block, slot, kvh, d)) * vs_);
+      for (uint32_t d = 0; d < D; ++d) acc[d] += w * key(true, seq, q_begin, ctx, k, kvh, d);
     }
     max_out = mx;
     sum_out = sum;
   }
 
  private:
+  // Element d of key k_pos's K (or V) for kv head kvh: from the cache, or a
+  // new token's (prefix prefill) at and after ctx.
+  double key(bool is_value, uint32_t seq, int64_t q_begin, int64_t ctx, int64_t k, uint32_t kvh, uint32_t d) const {
+    if (!p_.new_k.empty() && k >= ctx) {
+      const uint64_t at = (uint64_t(q_begin + k - ctx) * p_.num_kv_heads + kvh) * p_.head_size + d;
+      return is_value ? p_.new_v[at] : p_.new_k[at];
+    }
+    const int32_t block = p_.block_table[uint64_t(seq) * p_.max_blocks_per_seq + k / p_.cache.block_size];
+    const uint32_t slot = static_cast<uint32_t>(k % p_.cache.block_size);
+    const uint64_t e = kv_element_index(p_.cache, is_value, block, slot, kvh, d);
+    return is_value ? load(p_.cache.dtype, p_.v_cache, e) * vs_ : load(p_.cache.dtype, p_.k_cache, e) * ks_;
+  }
+
   const PagedAttentionProblem& p_;
   uint32_t group_;
   double ks_, vs_;
@@ -160,7 +167,8 @@ void validate(const PagedAttentionProblem& p) {
       fail(who + "seq_len " + num(seq_len) + " is shorter than its query_len " + num(q_len) +
            " (the new tokens must already be in the cache; seq_len 0 marks a padding sequence)");
     max_query_len = std::max(max_query_len, q_len);
-    const int64_t blocks = cdiv(seq_len, g.block_size);
+    const int64_t cached = !p.new_k.empty() && seq_len > 0 ? seq_len - q_len : seq_len;   // prefix prefill: the context
+    const int64_t blocks = cdiv(cached, g.block_size);
     if (blocks > int64_t(p.max_blocks_per_seq))
       fail(who + "seq_len " + num(seq_len) + " needs " + num(blocks) + " blocks, max_blocks_per_seq is " +
            num(p.max_blocks_per_seq));
@@ -172,6 +180,10 @@ void validate(const PagedAttentionProblem& p) {
     }
   }
 
+  const uint64_t new_elems = uint64_t(p.num_tokens) * p.num_kv_heads * p.head_size;
+  if ((!p.new_k.empty() || !p.new_v.empty()) && (p.new_k.size() != new_elems || p.new_v.size() != new_elems))
+    fail("new_k/new_v hold " + num(int64_t(p.new_k.size())) + "/" + num(int64_t(p.new_v.size())) +
+         " values, expected num_tokens * num_kv_heads * head_size = " + num(int64_t(new_elems)) + " each (or none)");
   if (!std::isfinite(p.scale)) fail("scale is not finite");
   if (is_fp8(g.dtype) && (!std::isfinite(p.k_scale) || !std::isfinite(p.v_scale)))
     fail("k_scale/v_scale are not finite");

@@ -42,6 +42,10 @@ uvec4 elem8_from_raw(uvec4 raw) {
   return h;
 }
 
+// Eight values as pa_key_raw8 read them, as ELEMs: the suffix's are q's
+// dtype, which is the element type.
+uvec4 elem8_from_key(bool suffix, uvec4 raw) { return PA_KV_SUFFIX != 0u && suffix ? raw : elem8_from_raw(raw); }
+
 // h (eight ELEMs) with its non-finite values (exponent all ones) replaced by 0.
 uvec4 elem8_finite_or_zero(uvec4 h) {
   const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & ELEM_EXPONENT, uvec4(ELEM_EXPONENT)));

@@ -36,6 +36,18 @@ uint pa_view_offset(uint v) {
 
 int pa_query_start(uint s) { return query_start_words[pa_view_offset(PA_VIEW_QUERY_START_LOC) + s]; }
 int pa_seq_len(uint s) { return seq_len_words[pa_view_offset(PA_VIEW_SEQ_LENS) + s]; }
+// Whether token `token` is a sequence's only new token (the last sequence
+// starting at or before it, by search; query_start_loc as the kernels clamp it).
+bool pa_token_is_single(uint token) {
+  uint lo = 0u, hi = pc.num_seqs;
+  while (hi - lo > 1u) {
+    const uint mid = (lo + hi) / 2u;
+    if (pa_query_start(mid) <= int(token)) lo = mid;
+    else hi = mid;
+  }
+  return pa_query_start(lo + 1u) - pa_query_start(lo) == 1;
+}
+
 float pa_alibi_slope(uint head) { return alibi_words[pa_view_offset(PA_VIEW_ALIBI) + head]; }
 
 // Reports a slope that is not finite (its row's output is then meaningless).

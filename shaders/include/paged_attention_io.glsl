@@ -77,13 +77,17 @@ PaItem pa_load_item(uint wg) {
   }
   const int T = int(pc.num_tokens);
   const int q0 = clamp(pa_query_start(it.seq), 0, T), q1 = clamp(pa_query_start(it.seq + 1u), q0, T);
-  // seq_len within the block table, and covering the new tokens unless 0.
-  const int table = int(min(uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE, 0x7FFFFFFFul));
+  // seq_len within the block table (its cached part, with a contiguous
+  // suffix), and covering the new tokens unless 0.
+  const uint64_t in_table = uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE + (PA_KV_SUFFIX != 0u ? uint(q1 - q0) : 0u);
+  const int table = int(min(in_table, 0x7FFFFFFFul));
   int len = clamp(pa_seq_len(it.seq), 0, table);
   if (len > 0) len = max(len, q1 - q0);
   uint rows = uint(q1 - q0) * PA_GQA;
-  // A plan that routes by rows gives each sequence to one kernel.
-  const bool mine = PA_PREFILL_KERNEL != 0 ? rows >= pc.route_rows : pc.route_rows == 0u || rows < pc.route_rows;
+  // A plan that routes by rows gives each sequence to one kernel; prefix
+  // prefill may leave sequences of one token to a decode kernel.
+  bool mine = PA_PREFILL_KERNEL != 0 ? rows >= pc.route_rows : pc.route_rows == 0u || rows < pc.route_rows;
+  if (PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SKIP_DECODE) != 0u && q1 - q0 == 1) mine = false;
   if (PA_ONE_TILE_PER_SEQ != 0u) rows = min(rows, PA_BM);
   it.row_start = local * PA_BM;
   it.valid = it.seq < pc.num_seqs && it.row_start < rows && mine;
@@ -96,7 +100,12 @@ PaItem pa_load_item(uint wg) {
   const int end = len == 0 ? 0 : min(len, last + 1);
   int begin = PA_HAS_WINDOW != 0u ? max(0, first - pc.sliding_window + 1) : 0;
   begin = min(begin, end);
-  if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
+  if (PA_KV_SUFFIX != 0u) {
+    // Segment 0: the keys in the cache; segment 1: the new tokens'.
+    const int at = clamp(it.ctx, begin, end);
+    it.kv_begin = it.segment == 0u ? begin : at;
+    it.kv_end = it.segment == 0u ? at : end;
+  } else if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
     // Segments of whole BN-key tiles; trailing ones may be empty.
     const int per = (end - begin + int(pc.num_segments) - 1) / int(pc.num_segments);
     const int seg_len = (per + int(PA_BN) - 1) / int(PA_BN) * int(PA_BN);
@@ -181,6 +190,39 @@ uint pa_checked_block(int b, uint seq, int k_pos) {
   return uint(b);
 }
 
+// ---- Prefix prefill's contiguous suffix (PA_KV_SUFFIX) ----------------------
+// Segment 1 of a prefix-prefill plan reads the new tokens' K and V from their
+// views (q's dtype), not from the cache: key k >= ctx is new token
+// token0 + k - ctx. The cache's keys keep their fp8 scales; these have none.
+layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewK16 { uint16_t new_k16[]; };
+layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewKVec { uvec4 new_k_vec[]; };
+layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewV16 { uint16_t new_v16[]; };
+layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewVVec { uvec4 new_v_vec[]; };
+
+// Whether the item's keys are the new tokens' (the same for a whole workgroup).
+bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; }
+
+// Element index of key k_pos's row (the item's kv head) in the new K or V view.
+uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
+  const uint token = it.token0 + uint(k_pos - it.ctx);
+  const uint head_stride = (pc.PA_PUSH_NEW_KV_HEAD_STRIDES >> (is_value ? 16u : 0u)) & 0xFFFFu;
+  const uint token_stride = is_value ? pc.PA_PUSH_NEW_V_TOKEN_STRIDE : pc.PA_PUSH_NEW_K_TOKEN_STRIDE;
+  return pa_view_offset(is_value ? PA_VIEW_NEW_V : PA_VIEW_NEW_K) + token * token_stride + it.kv_head * head_stride;
+}
+
+// Eight elements of the new K or V view from element `at`: one 16-byte load
+// unless the views' offsets or strides are not multiples of 8 elements.
+uvec4 pa_suffix_raw8(bool is_value, uint at) {
+  if ((pc.flags & PA_FLAG_SUFFIX_NARROW) == 0u) return is_value ? new_v_vec[at / 8u] : new_k_vec[at / 8u];
+  uvec4 w;
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint lo = uint(is_value ? new_v16[at + 2u * i] : new_k16[at + 2u * i]);
+    const uint hi = uint(is_value ? new_v16[at + 2u * i + 1u] : new_k16[at + 2u * i + 1u]);
+    w[i] = lo | (hi << 16);
+  }
+  return w;
+}
+
 // Raw bits of eight consecutive head dims (d, ..., d+7; d a multiple of 8) of
 // key slot t of a block: one 16-byte (f16/bf16) or 8-byte (fp8) load where
 // the layout keeps them contiguous (every layout but split V, whose dims lie
@@ -223,6 +265,46 @@ void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
     }
   }
 }
+
+// ---- Keys from either source ---------------------------------------------------
+
+// Where key k_pos's K (is_value false) or V starts for the item: its cache
+// block's address (entry: the block-table entry, pa_raw_block), or in a
+// suffix item the element index of its row in the new K/V view.
+uint64_t pa_key_at(PaItem it, bool is_value, int k_pos, int entry) {
+  if (pa_suffix_item(it)) return uint64_t(pa_suffix_row(it, is_value, k_pos));
+  return pa_block_address(is_value, pa_checked_block(entry, it.seq, k_pos));
+}
+
+// Eight consecutive head dims (d, a multiple of 8) of key k_pos from where
+// pa_key_at put it, raw: the cache's bits, or q's dtype from the suffix.
+uvec4 pa_key_raw8(bool suffix, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
+  if (PA_KV_SUFFIX != 0u && suffix) return pa_suffix_raw8(is_value, uint(at) + d);
+  return pa_load_raw8(at, is_value, uint(k_pos) % PA_BLOCK_SIZE, head, d);
+}
+
+// pa_key_raw8's eight values as f32: fp8 cache values times `fp8_scale`.
+void pa_decode_key8(bool suffix, uvec4 w, float fp8_scale, out float x[8]) {
+  if (PA_KV_SUFFIX != 0u && suffix) {
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      if (PA_Q_DTYPE == DTYPE_BF16) {
+        x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);
+        x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
+      } else {
+        const vec2 f = unpackHalf2x16(w[i]);
+        x[2u * i] = f.x;
+        x[2u * i + 1u] = f.y;
+      }
+    }
+    return;
+  }
+  pa_decode_raw8(w, fp8_scale, x);
+}
+
+// The factors an item's scores and values take: the softmax scale, and an fp8
+// cache's k_scale and v_scale (the suffix's keys have none).
+float pa_score_scale(PaItem it) { return pc.scale * (PA_FP8_CACHE && !pa_suffix_item(it) ? pc.k_scale : 1.0); }
+float pa_value_scale(PaItem it) { return PA_FP8_CACHE && !pa_suffix_item(it) ? pc.v_scale : 1.0; }
 
 // Logit of score s (scale * q.k) for local row r at q_pos and key k_pos:
 // softcap, masks and biases as configured (attention_logits.glsl).

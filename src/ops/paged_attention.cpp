@@ -125,6 +125,7 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_SUBGROUP_SIZE = subgroup_size;
   spec.PA_ONE_TILE_PER_SEQ = one_tile_per_seq;
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
+  spec.PA_KV_SUFFIX = p.suffix;
   return spec;
 }
 
@@ -289,6 +290,11 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
 
 void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                              std::span<const PagedAttentionVariant> variants) {
+  prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, false);
+}
+
+void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                                         std::span<const PagedAttentionVariant> variants, bool suffix) {
   check_shapes(cache, num_q_heads, q_dtype);
   for (const auto& v : variants) check_variant(v);   // before any pipeline is compiled
   auto& impl = ctx.impl();
@@ -296,6 +302,7 @@ void prepare_paged_attention(Context& ctx, const KvCacheConfig& cache, uint32_t 
   p.cache = cache;
   p.num_q_heads = num_q_heads;
   p.q_dtype = q_dtype;
+  p.suffix = suffix;
   p.path = choose_path(ctx, q_dtype, cache.dtype);
   const ScheduleDevice dev = schedule_device(ctx, p.path, q_dtype);
   // Every tile a batch may get (by its longest query's rows: none, one
@@ -360,11 +367,18 @@ void check_params(const PagedAttentionParams& o, uint32_t num_q_heads, uint32_t 
 
 void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const PagedAttentionArgs& a,
                      VkCommandBuffer cmd) {
+  if (plan.data().suffix) fail("the plan is a PrefixPrefillPlan's: run it with prefix_prefill");
+  record_paged_attention(ctx, plan, cache, a, nullptr, cmd);
+}
+
+void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
+                                    const PagedAttentionArgs& a, const SuffixKv* suffix, VkCommandBuffer cmd) {
   auto& impl = ctx.impl();
   impl.check_usable(kOp);
   const auto& p = plan.data();
   const auto& sch = p.schedule;
   if (p.context_id != impl.id) fail("the plan was made for another Context");
+  if (p.suffix != (suffix != nullptr)) fail("a prefix-prefill plan runs with prefix_prefill only");
   if (cache.context_id() != impl.id) fail("the cache belongs to another Context");
   const auto& c = cache.config();
   if (c.block_size != p.cache.block_size || c.num_kv_heads != p.cache.num_kv_heads || c.head_size != p.cache.head_size ||
@@ -436,6 +450,8 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   bind(abi::PA_BINDING_SINKS, abi::PA_VIEW_SINKS, a.params.sinks ? &*a.params.sinks : nullptr, "sinks");
   bind(abi::PA_BINDING_QQ_BIAS, abi::PA_VIEW_QQ_BIAS, a.params.qq_bias ? &*a.params.qq_bias : nullptr, "qq_bias");
   bind(abi::PA_BINDING_WORKSPACE, abi::PA_VIEW_WORKSPACE, ws, "workspace");
+  bind(abi::PA_BINDING_NEW_K, abi::PA_VIEW_NEW_K, suffix ? suffix->key : nullptr, "key");
+  bind(abi::PA_BINDING_NEW_V, abi::PA_VIEW_NEW_V, suffix ? suffix->value : nullptr, "value");
 
   const PagedAttentionParams& o = a.params;
   abi::PagedAttentionPush push{};
@@ -469,6 +485,19 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   push.view_offsets1 = offsets[1];
   push.view_offsets2 = offsets[2];
   push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
+  if (suffix) {
+    const TensorView &k = *suffix->key, &v = *suffix->value;
+    push.flags |= abi::PA_FLAG_SUFFIX | (suffix->skip_decode ? abi::PA_FLAG_SKIP_DECODE : 0);
+    push.PA_PUSH_NEW_K_TOKEN_STRIDE = to_u32(kOp, "key stride 0", k.stride(0));
+    push.PA_PUSH_NEW_V_TOKEN_STRIDE = to_u32(kOp, "value stride 0", v.stride(0));
+    push.PA_PUSH_NEW_KV_HEAD_STRIDES = uint32_t(k.stride(1)) | uint32_t(v.stride(1)) << 16;   // < 2^16: prefix_prefill checks
+    // 16-byte loads need every row of 8 elements on a 16-byte word of its binding.
+    const uint32_t k_at = (offsets[abi::PA_VIEW_NEW_K / 4] >> (8 * (abi::PA_VIEW_NEW_K % 4))) & 0xFF;
+    const uint32_t v_at = (offsets[abi::PA_VIEW_NEW_V / 4] >> (8 * (abi::PA_VIEW_NEW_V % 4))) & 0xFF;
+    bool wide = k_at % 8 == 0 && v_at % 8 == 0;
+    for (int64_t st : {k.stride(0), k.stride(1), v.stride(0), v.stride(1)}) wide = wide && st % 8 == 0;
+    if (!wide) push.flags |= abi::PA_FLAG_SUFFIX_NARROW;
+  }
 
   PagedAttentionVariant v;
   v.alibi = o.alibi_slopes.has_value();
@@ -518,9 +547,16 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
 }
 
 void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const PagedAttentionArgs& args) {
+  run_paged_attention_now(ctx, plan, args, [&](const PagedAttentionArgs& a, VkCommandBuffer cmd) {
+    paged_attention(ctx, plan, cache, a, cmd);
+  });
+}
+
+void detail::run_paged_attention_now(Context& ctx, const PagedAttentionPlan& plan, const PagedAttentionArgs& args,
+                                     const std::function<void(const PagedAttentionArgs&, VkCommandBuffer)>& record) {
   auto& impl = ctx.impl();
   ctx.submit_and_wait([&](VkCommandBuffer cmd) {
-    if (!plan.split() || args.workspace) return paged_attention(ctx, plan, cache, args, cmd);
+    if (!plan.split() || args.workspace) return record(args, cmd);
     // The Context's own workspace (under the submit lock), grown as needed.
     if (impl.sync_workspace.size < plan.workspace_bytes()) {
       release(impl, impl.sync_workspace);
@@ -529,7 +565,7 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
     PagedAttentionArgs a = args;
     a.workspace = TensorView::contiguous({impl.sync_workspace.buffer, impl.sync_workspace.size, impl.id}, DType::f32,
                                          {int64_t(impl.sync_workspace.size / 4)});
-    paged_attention(ctx, plan, cache, a, cmd);
+    record(a, cmd);
   });
 }
 

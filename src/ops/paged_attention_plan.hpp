@@ -2,6 +2,8 @@
 #pragma once
 #include <vkattn/paged_attention.hpp>
 
+#include <functional>
+
 #include "schedule/paged_attention_schedule.hpp"
 
 namespace vkattn::detail {
@@ -13,7 +15,32 @@ struct PagedAttentionPlanData {
   DType q_dtype = DType::f16;
   Path path = Path::scalar;
   bool replay = false;
+  // A PrefixPrefillPlan's: segment 1 reads the new tokens' K/V views
+  // (PA_KV_SUFFIX); the schedule always splits into those 2 segments.
+  bool suffix = false;
   Schedule schedule;
 };
+
+// What prefix_prefill adds to a paged-attention run: the new tokens' K/V.
+struct SuffixKv {
+  const TensorView* key = nullptr;
+  const TensorView* value = nullptr;
+  bool skip_decode = false;
+};
+
+// paged_attention's recording, for paged_attention (suffix null) and
+// prefix_prefill (a suffix plan and its views, checked by the caller).
+void record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
+                            const PagedAttentionArgs& args, const SuffixKv* suffix, VkCommandBuffer cmd);
+
+// Submits `record` and waits; a split plan without args.workspace gets the
+// Context's own workspace (grown as needed, under the submit lock).
+void run_paged_attention_now(Context& ctx, const PagedAttentionPlan& plan, const PagedAttentionArgs& args,
+                             const std::function<void(const PagedAttentionArgs&, VkCommandBuffer)>& record);
+
+// prepare_paged_attention for a cache, heads, q dtype and variants, for
+// paged_attention's plans or (suffix) prefix_prefill's.
+void prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                                 std::span<const PagedAttentionVariant> variants, bool suffix);
 
 }  // namespace vkattn::detail

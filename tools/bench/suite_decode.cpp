@@ -29,8 +29,10 @@ using Shape = AttentionShape;
 struct DecodeInputs {
   std::unique_ptr<PagedKvCache> cache;
   std::unique_ptr<PagedAttentionPlan> plan;
-  std::unique_ptr<Buffer> q, out, meta, workspace;
+  std::unique_ptr<PrefixPrefillPlan> prefix_plan;   // prefix_prefill cases (plan is its attention())
+  std::unique_ptr<Buffer> q, out, meta, workspace, new_kv;
   std::vector<PagedAttentionArgs> args;   // per copy
+  std::vector<PrefixPrefillArgs> prefix_args;
 };
 
 uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -100,9 +102,16 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
     qsl.push_back(qsl.back() + int32_t(q));
     lens.push_back(int32_t(s));
   }
-  PagedAttentionPlanOptions popt;
-  popt.prefill = sh.prefill;
-  in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, popt);
+  if (sh.prefix_prefill) {
+    PrefixPrefillOptions o;
+    o.prefill = sh.prefill;
+    in->prefix_plan = std::make_unique<PrefixPrefillPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, o);
+    in->plan = std::make_unique<PagedAttentionPlan>(in->prefix_plan->attention());
+  } else {
+    PagedAttentionPlanOptions popt;
+    popt.prefill = sh.prefill;
+    in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, popt);
+  }
   const int64_t S = int64_t(seqs.size()), T = tokens;
   // Metadata: query_start_loc and seq_lens, then one block table per copy.
   const uint64_t table_words = uint64_t(S) * max_blocks;
@@ -122,6 +131,12 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   in->q = std::make_unique<Buffer>(ctx, std::max<uint64_t>(q.size(), 16));
   in->q->upload(q.data(), q.size());
   in->out = std::make_unique<Buffer>(ctx, std::max<uint64_t>(qo_bytes * copies, 16));
+  // prefix_prefill: the new tokens' K and V (one pair per copy), finite values.
+  const uint64_t new_kv_bytes = uint64_t(tokens) * Hkv * D * 2;
+  if (sh.prefix_prefill) {
+    in->new_kv = std::make_unique<Buffer>(ctx, std::max<uint64_t>(2 * new_kv_bytes * copies, 16));
+    in->new_kv->fill(sh.q_dtype == DType::bf16 ? 0x3DCD3E4Du : 0x2E663266u);
+  }
   if (in->plan->split()) in->workspace = std::make_unique<Buffer>(ctx, in->plan->workspace_bytes());
   for (uint32_t c = 0; c < copies; ++c) {
     PagedAttentionArgs a;
@@ -133,6 +148,17 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
     a.params.scale = static_cast<float>(1.0 / std::sqrt(double(D)));
     if (in->workspace) a.workspace = TensorView::contiguous(*in->workspace, DType::f32, {int64_t(in->workspace->size() / 4)});
     in->args.push_back(a);
+    if (sh.prefix_prefill) {
+      PrefixPrefillArgs pa;
+      pa.q = a.q;
+      pa.out = a.out;
+      pa.batch = a.batch;
+      pa.params = a.params;
+      pa.workspace = a.workspace;
+      pa.key = TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, 2 * c * new_kv_bytes);
+      pa.value = TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, (2 * c + 1) * new_kv_bytes);
+      in->prefix_args.push_back(pa);
+    }
   }
 
   const PagedAttentionPlan& p0 = *in->plan;
@@ -157,7 +183,8 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   op.info.flops = 4.0 * Hq * D * pairs;
   op.info.bound = bound;
   op.record = [&ctx, in, copies](VkCommandBuffer cmd, uint32_t rep) {
-    paged_attention(ctx, *in->plan, *in->cache, in->args[rep % copies], cmd);
+    if (in->prefix_plan) prefix_prefill(ctx, *in->prefix_plan, *in->cache, in->prefix_args[rep % copies], cmd);
+    else paged_attention(ctx, *in->plan, *in->cache, in->args[rep % copies], cmd);
   };
   // Checked once against the float64 reference at a size it handles quickly,
   // with the same shape and the same split decision as the timed plan.
@@ -174,10 +201,13 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
     pc.cache_dtype = sh.dtype;
     pc.q_dtype = pc.out_dtype = sh.q_dtype;
     pc.layout = sh.layout;
+    pc.prefix_prefill = sh.prefix_prefill;
     // The timed plan's kernels: the proxy is smaller, and automatic would choose by its size.
     pc.prefill = p0_prefill ? PrefillKernel::on : PrefillKernel::off;
-    pc.split = split ? SplitKv::on : SplitKv::off;
-    pc.num_segments = split ? std::min<uint32_t>(segments, 8) : 0;
+    if (!sh.prefix_prefill) {   // (prefix_prefill's 2 segments are its own)
+      pc.split = split ? SplitKv::on : SplitKv::off;
+      pc.num_segments = split ? std::min<uint32_t>(segments, 8) : 0;
+    }
     pc.timing_repetitions = 0;
     auto r = run_paged_attention(ctx, pc);
     return Verification{r.pass, r.max_abs_err, r.max_rel_err, r.failure};

@@ -1,4 +1,4 @@
-// `vkattn bench prefill`: paged attention for prefill and chunked prefill,
+// `vkattn bench prefill`: paged attention (and prefix_prefill) for prefill and chunked prefill,
 // where the work per byte is high and the matrix rate is the ceiling. TFLOP/s
 // count only the (query, key) pairs that causal masking leaves, 4 * head_size
 // FLOP each (Q K^T and P V). Each case is checked first against the float64
@@ -18,13 +18,15 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
   };
   const std::string variant = o.name_suffix();
   const uint32_t n = quick ? 16 : 1;   // sizes divide by this on a CPU device
-  auto add = [&](const std::string& name, uint32_t head_size, const SeqList& seqs, const SeqList& proxy) {
+  auto add = [&](const std::string& name, uint32_t head_size, const SeqList& seqs, const SeqList& proxy, bool prefix = false) {
     uint32_t ctx_max = 0, q_total = 0;
     for (auto [q, s] : seqs) {
       ctx_max = std::max(ctx_max, s - q);
       q_total += q;
     }
-    attention_case(ctx, ops, name + " d" + std::to_string(head_size) + variant, seqs, shape(head_size), proxy,
+    AttentionShape sh = shape(head_size);
+    sh.prefix_prefill = prefix;
+    attention_case(ctx, ops, (prefix ? "prefix_prefill " : "") + name + " d" + std::to_string(head_size) + variant, seqs, sh, proxy,
                    {{"batch", std::to_string(seqs.size())}, {"ctx", std::to_string(ctx_max)}, {"query_len", std::to_string(q_total)}},
                    "compute");
   };
@@ -49,6 +51,13 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
   }
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 64, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 256, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
+  // prefix_prefill (the new tokens' K/V from their own tensors): the issue's
+  // three shapes. Its sequences use the same kernels, in two segments.
+  add("B=4 ctx=" + std::to_string(4096 / n) + " q=" + std::to_string(512 / n), 128, SeqList(4, {512 / n, (4096 + 512) / n}),
+      {{128 / n, 1000 / n}, {64 / n, 700 / n}, {1, 300 / n}}, true);
+  add("B=1 ctx=0 q=" + std::to_string(8192 / n), 128, {{8192 / n, 8192 / n}}, {{600 / n, 600 / n}}, true);
+  add("B=16 ctx=" + std::to_string(2048 / n) + " q=128", 128, SeqList(16 / n, {128, 2048 / n + 128}),
+      {{128, 300 / n + 128}, {128, 200 / n + 128}}, true);
   return ops;
 }
 

@@ -13,7 +13,7 @@ const std::vector<Suite>& suites() {
        write_kv_cache_cases},
       {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 NHD cache of block 16 unless flags say otherwise; one varlen batch",
        "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DecodeOptions{}); }},
-      {"prefill", "paged attention prefill and chunked prefill: causal 8k and 2k, 4 chunks over 4k, 8 chunks beside 64 decode rows; 32/8 heads x 128 (and one case each of 64 and 256), f16 NHD block 16 unless flags say otherwise",
+      {"prefill", "paged attention prefill and chunked prefill: causal 8k and 2k, 4 chunks over 4k, 8 chunks beside 64 decode rows, chunks of 128/32/8 over 2k; prefix_prefill (new K/V from tensors) B=4 ctx 4k q 512, ctx 0 q 8k, B=16 ctx 2k q 128; 32/8 heads x 128 (and one case each of 64 and 256), f16 NHD block 16 unless flags say otherwise",
        "TFLOP/s", [](Context& ctx, bool quick) { return prefill_cases(ctx, quick, DecodeOptions{}); }},
       {"serve", "a 32-layer serving loop (write_kv_cache + paged_attention per layer), planned and replayed: host and GPU per step",
        "GB/s", nullptr},

@@ -56,6 +56,9 @@ struct AttentionShape {
   KvLayout layout = KvLayout::nhd;
   DType q_dtype = DType::f16;   // q's and out's
   PrefillKernel prefill = PrefillKernel::automatic;
+  // prefix_prefill: each sequence's last query_len tokens are new, their K/V
+  // in tensors of q's dtype rather than in the cache.
+  bool prefix_prefill = false;
 };
 bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const SeqList& seqs,
                     const AttentionShape& sh, const SeqList& verify_seqs, std::map<std::string, std::string> params,

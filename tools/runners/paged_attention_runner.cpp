@@ -21,9 +21,11 @@ namespace vkattn::tool {
 
 // ---- flags ------------------------------------------------------------------
 
-PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f)
-    : seqs_(f.add_string("seqs", "1:1328,5:18,129:463",
-                         "sequences as query_len:seq_len pairs (seq_len = context + new tokens; 0 = padding)")),
+PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f, bool prefix)
+    : prefix_(prefix),
+      seqs_(f.add_string("seqs", "1:1328,5:18,129:463",
+                         prefix ? "sequences as query_len:seq_len pairs (seq_len = cached context + new tokens; 0 = padding)"
+                                : "sequences as query_len:seq_len pairs (seq_len = context + new tokens; 0 = padding)")),
       q_heads_(f.add_int("q-heads", 32, "query heads", 1, 1024)),
       kv_heads_(f.add_int("kv-heads", 8, "KV heads (must divide --q-heads)", 1, 1024)),
       head_size_(f.add_int("head-size", 128, "head size (multiple of 16, 16..256)", 1, 4096)),
@@ -31,14 +33,12 @@ PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f)
       num_blocks_(f.add_int("num-blocks", 0, "blocks in the cache; 0 = just enough (used blocks go to the top)", 0,
                             int64_t(1) << 31)),
       window_(f.add_int("window", 0, "sliding window (0 = none)", 0, int64_t(1) << 30)),
-      segments_(f.add_int("segments", 0, "KV segments with --split on (0 = chosen by the plan)", 0, 4096)),
       seed_(f.add_int("seed", 1, "random seed", 0)),
       reps_(f.add_int("repeat", 20, "timed repetitions (at most; fewer when they would take over 2 s)", 0, 100000)),
       cache_dtype_(f.add_choice("cache-dtype", "f16", {"f16", "bf16", "fp8_e4m3", "fp8_e5m2"}, "KV cache dtype")),
       layout_(f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout")),
-      q_dtype_(f.add_choice("dtype", "f16", {"f16", "bf16"}, "query dtype")),
+      q_dtype_(f.add_choice("dtype", "f16", {"f16", "bf16"}, prefix ? "query and new K/V dtype" : "query dtype")),
       out_dtype_(f.add_choice("out-dtype", "f16", {"f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2"}, "output dtype")),
-      split_(f.add_choice("split", "auto", {"auto", "on", "off"}, "split-KV (segmented) mode")),
       prefill_(f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"}, "run long sequences on the prefill kernel")),
       softcap_(f.add_double("softcap", 0.0, "logit soft cap (0 = none)", 0.0)),
       scale_(f.add_double("scale", 0.0, "softmax scale (0 = 1/sqrt(head size))", 0.0)),
@@ -47,8 +47,17 @@ PagedAttentionFlags::PagedAttentionFlags(cli::Flags& f)
       out_scale_(f.add_double("out-scale", 1.0, "fp8 output scale (stored = out / out_scale)", 0.0)),
       alibi_(f.add_bool("alibi", false, "random ALiBi slopes")),
       sinks_(f.add_bool("sinks", false, "random attention sinks")),
-      qq_bias_(f.add_bool("qq-bias", false, "random query-query bias [max_query_len, max_query_len]")),
-      lse_(f.add_bool("lse", false, "also write and check the log-sum-exp")) {}
+      lse_(f.add_bool("lse", false, "also write and check the log-sum-exp")) {
+  if (prefix) {
+    skip_decode_ = &f.add_bool("skip-decode", false, "leave sequences of one new token untouched (checked)");
+    write_cache_ = &f.add_bool("write-cache", false, "also write the new K/V into the cache (fused write; checked slot by slot)");
+    kv_padding_ = &f.add_int("kv-token-padding", 0, "elements between the new K/V's token rows (a strided view)", 0, 4096);
+  } else {
+    segments_ = &f.add_int("segments", 0, "KV segments with --split on (0 = chosen by the plan)", 0, 4096);
+    split_ = &f.add_choice("split", "auto", {"auto", "on", "off"}, "split-KV (segmented) mode");
+    qq_bias_ = &f.add_bool("qq-bias", false, "random query-query bias [max_query_len, max_query_len]");
+  }
+}
 
 std::vector<std::pair<uint32_t, uint32_t>> parse_seqs(const std::string& text) {
   std::vector<std::pair<uint32_t, uint32_t>> out;
@@ -99,11 +108,18 @@ PagedAttentionCase PagedAttentionFlags::apply() const {
   c.softcap = static_cast<float>(softcap_);
   c.alibi = alibi_;
   c.sinks = sinks_;
-  c.qq_bias = qq_bias_;
   c.with_lse = lse_;
-  c.split = split_ == "on" ? SplitKv::on : split_ == "off" ? SplitKv::off : SplitKv::automatic;
   c.prefill = prefill_ == "on" ? PrefillKernel::on : prefill_ == "off" ? PrefillKernel::off : PrefillKernel::automatic;
-  c.num_segments = static_cast<uint32_t>(segments_);
+  if (prefix_) {
+    c.prefix_prefill = true;
+    c.skip_decode = *skip_decode_;
+    c.write_cache = *write_cache_;
+    c.kv_token_padding = static_cast<uint32_t>(*kv_padding_);
+  } else {
+    c.qq_bias = *qq_bias_;
+    c.split = *split_ == "on" ? SplitKv::on : *split_ == "off" ? SplitKv::off : SplitKv::automatic;
+    c.num_segments = static_cast<uint32_t>(*segments_);
+  }
   c.seed = static_cast<uint64_t>(seed_);
   c.timing_repetitions = static_cast<uint32_t>(reps_);
   return c;
@@ -203,7 +219,16 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.block_size == 0) throw Error("paged-attention: block_size is 0");
   const uint32_t S = static_cast<uint32_t>(c.seqs.size());
   const uint32_t Hq = c.num_q_heads, Hkv = c.num_kv_heads, D = c.head_size, bs = c.block_size;
+  const bool prefix = c.prefix_prefill;
+  const char* op_name = prefix ? "prefix_prefill" : "paged_attention";
+  if (!prefix && (c.skip_decode || c.write_cache || c.kv_token_padding))
+    throw Error("paged-attention: skip_decode, write_cache and kv_token_padding are prefix_prefill's");
   ref::Rng rng(c.seed);
+  // Tokens each sequence has in the cache: all, or (prefix prefill) its context.
+  auto cached = [&](uint32_t s) {
+    const auto [q, len] = c.seqs[s];
+    return prefix && len > 0 ? len - q : len;
+  };
 
   // Batch geometry.
   std::vector<int32_t> qsl(S + 1, 0), seq_lens(S);
@@ -224,7 +249,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     const uint32_t nb = cdiv(c.seqs[s].second, bs);
     if (c.shared_prefixes && s > 0 && nb > 1) {
       const uint32_t t = rng.below(s);
-      const uint32_t m = std::min(c.seqs[t].second / bs, nb - 1);
+      const uint32_t m = prefix ? std::min(cached(t) / bs, cached(s) / bs) : std::min(c.seqs[t].second / bs, nb - 1);
       if (m > 0 && rng.below(2)) {
         share[s] = 1 + rng.below(m);
         share_from[s] = t;
@@ -284,7 +309,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   double vmax = 0;
   std::vector<uint8_t> written(uint64_t(pool) * bs, 0);
   for (uint32_t s = 0; s < S; ++s)
-    for (uint32_t k = 0; k < c.seqs[s].second; ++k) {
+    for (uint32_t k = 0; k < cached(s); ++k) {
       const uint32_t p = blocks[s][k / bs], t = k % bs;
       if (written[uint64_t(p) * bs + t]) continue;
       written[uint64_t(p) * bs + t] = 1;
@@ -321,6 +346,29 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (!q_bytes.empty()) qbuf.upload(q_bytes.data(), q_bytes.size());
   TensorView qv = TensorView::contiguous(qbuf, c.q_dtype, {Tcap, Hq, D});
   if (c.q_token_padding) qv.strides = {int64_t(q_stride), int64_t(D), 1};
+
+  // Prefix prefill: the new tokens' K and V in q's dtype, token rows
+  // kv_token_padding elements apart (NaN between them).
+  const uint64_t kv_row = uint64_t(Hkv) * D, kv_stride = kv_row + c.kv_token_padding;
+  std::vector<double> new_k, new_v;
+  Buffer new_kbuf, new_vbuf;
+  TensorView new_kv, new_vv;
+  if (prefix) {
+    new_k = ref::round_to(q_t, ref::random_values(rng, T * kv_row, c.k_amplitude));
+    new_v = ref::round_to(q_t, ref::random_values(rng, T * kv_row, c.v_amplitude));
+    for (double v : new_v) vmax = std::max(vmax, std::fabs(v));
+    auto upload = [&](const std::vector<double>& values, Buffer& buf, TensorView& view) {
+      std::vector<double> laid(uint64_t(Tcap) * kv_stride, std::numeric_limits<double>::quiet_NaN());
+      for (uint64_t i = 0; i < T; ++i) std::copy_n(values.begin() + i * kv_row, kv_row, laid.begin() + i * kv_stride);
+      const std::vector<uint8_t> bytes = ref::encode_values(q_t, laid);
+      buf = Buffer(ctx, std::max<std::size_t>(bytes.size(), 16));
+      if (!bytes.empty()) buf.upload(bytes.data(), bytes.size());
+      view = TensorView::contiguous(buf, c.q_dtype, {Tcap, Hkv, D});
+      view.strides = {int64_t(kv_stride), int64_t(D), 1};
+    };
+    upload(new_k, new_kbuf, new_kv);
+    upload(new_v, new_vbuf, new_vv);
+  }
 
   // Outputs poisoned with NaN bytes, with a guard region after them.
   constexpr uint64_t kGuard = 256;
@@ -368,6 +416,18 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   const VkDeviceSize table_at = place(block_table.data(), block_table.size());
   const VkDeviceSize alibi_at = place(alibi.data(), alibi.size()), sinks_at = place(sinks.data(), sinks.size());
   const VkDeviceSize qq_at = place(qq_bias.data(), qq_bias.size());
+  // The fused write's slots: each new token's place in its sequence's blocks
+  // (-1 for padding sequences and spare tokens).
+  std::vector<int32_t> slots;
+  if (c.write_cache) {
+    slots.assign(Tcap, -1);
+    for (uint32_t s = 0; s < S; ++s)
+      for (uint32_t i = 0; i < c.seqs[s].first && c.seqs[s].second > 0; ++i) {
+        const uint32_t pos = cached(s) + i;
+        slots[qsl[s] + i] = int32_t((base + blocks[s][pos / bs]) * bs + pos % bs);
+      }
+  }
+  const VkDeviceSize slots_at = place(slots.data(), slots.size());
   words.push_back(-7);
   Buffer meta(ctx, words.size() * 4);
   meta.upload(words.data(), words.size() * 4);
@@ -390,14 +450,48 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   const PagedAttentionLengths lengths{qsl, seq_lens};
   uint32_t max_len = 0;
   for (int32_t l : seq_lens) max_len = std::max<uint32_t>(max_len, uint32_t(l));
-  const PagedAttentionPlan plan = c.replay ? PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, PagedAttentionLimits{S, Tcap, std::max(max_q, 1u), max_len}, popt)
-                                           : PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, lengths, popt);
+  const PagedAttentionLimits limits{S, Tcap, std::max(max_q, 1u), max_len};
+  // prefix_prefill: its own plan (whose attention() is the two-segment
+  // paged-attention plan reported below) and arguments.
+  std::optional<PrefixPrefillPlan> prefix_plan;
+  PrefixPrefillArgs prefix_args;
+  if (prefix) {
+    PrefixPrefillOptions o;
+    o.prefill = c.prefill;
+    prefix_plan.emplace(c.replay ? PrefixPrefillPlan(ctx, cfg, Hq, c.q_dtype, limits, o)
+                                 : PrefixPrefillPlan(ctx, cfg, Hq, c.q_dtype, lengths, o));
+    prefix_args.q = args.q;
+    prefix_args.key = new_kv;
+    prefix_args.value = new_vv;
+    prefix_args.out = args.out;
+    prefix_args.lse = args.lse;
+    prefix_args.batch = args.batch;
+    prefix_args.params = args.params;
+    prefix_args.skip_decode = c.skip_decode;
+    if (c.write_cache) prefix_args.slot_mapping = TensorView::contiguous(meta, DType::i32, {Tcap}, slots_at);
+  }
+  const PagedAttentionPlan plan = prefix ? prefix_plan->attention()
+                                  : c.replay ? PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, limits, popt)
+                                             : PagedAttentionPlan(ctx, cfg, Hq, c.q_dtype, lengths, popt);
+  auto run_once = [&](const std::optional<TensorView>& workspace, VkCommandBuffer cmd) {
+    if (prefix) {
+      PrefixPrefillArgs a = prefix_args;
+      a.workspace = workspace;
+      if (cmd) prefix_prefill(ctx, *prefix_plan, cache, a, cmd);
+      else prefix_prefill(ctx, *prefix_plan, cache, a);
+    } else {
+      PagedAttentionArgs a = args;
+      a.workspace = workspace;
+      if (cmd) paged_attention(ctx, plan, cache, a, cmd);
+      else paged_attention(ctx, plan, cache, a);
+    }
+  };
   for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
     if (run > 0) {
       obuf.fill(0xFFFFFFFFu);
       lbuf.fill(0xFFFFFFFFu);
     }
-    paged_attention(ctx, plan, cache, args);
+    run_once(std::nullopt, VK_NULL_HANDLE);
   }
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(lse_bytes + kGuard);
@@ -427,6 +521,8 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   p.sinks.assign(sinks.begin(), sinks.end());
   p.qq_bias.assign(qq_bias.begin(), qq_bias.end());
   p.qq_bias_stride = qq_cols;
+  p.new_k = new_k;
+  p.new_v = new_v;
   ref::PagedAttentionResult want = ref::paged_attention(p);
 
   // Compare.
@@ -469,6 +565,14 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     }
   };
   for (uint64_t rw = 0; rw < uint64_t(T) * Hq; ++rw) {
+    if (c.skip_decode && c.seqs[seq_of[rw / Hq]].first == 1) {   // left untouched: still the poison's bytes
+      const uint64_t at = rw * D * oes;
+      if (std::any_of(out_raw.begin() + at, out_raw.begin() + at + D * oes, [](uint8_t b) { return b != 0xFF; }))
+        fail(where(rw, -1) + ": out was written, expected untouched (skip_decode, a sequence of one new token)");
+      if (c.with_lse && std::any_of(lse_raw.begin() + rw * 4, lse_raw.begin() + rw * 4 + 4, [](uint8_t b) { return b != 0xFF; }))
+        fail(where(rw, -1) + ": lse was written, expected untouched (skip_decode)");
+      continue;
+    }
     const double* w = &want.out[rw * D];
     const double* gv = &got[rw * D];
     double maxabs = 0;
@@ -535,6 +639,27 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
       fail("lse buffer byte " + std::to_string(i) + " past the batch's tokens was written");
       break;
     }
+  // The fused write: every new token's K and V in its slot, rounded as
+  // write_kv_cache rounds (ops.hpp).
+  if (c.write_cache) {
+    std::vector<int64_t> pool_slots(T, -1);
+    for (uint32_t t = 0; t < T; ++t)
+      if (slots[t] >= 0) pool_slots[t] = int64_t(slots[t]) - int64_t(base) * bs;
+    const std::vector<uint8_t> got_k = cache.read_blocks(KvPart::key, base, pool);
+    const std::vector<uint8_t> got_v = cache.read_blocks(KvPart::value, base, pool);
+    const double slack = fp8_cache ? 0x1p-20 : 0.0;   // f32 x * (1 / scale), as write_kv_cache's runner allows
+    for (const auto& e : ref::expected_kv_writes(g, new_k, new_v, pool_slots, ks, vs)) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &(e.is_value ? got_v : got_k)[e.byte_offset], ces);
+      if (!ref::is_correct_rounding(cfmt, bits, e.exact, slack)) {
+        std::ostringstream o;
+        o << (e.is_value ? "V" : "K") << " cache byte " << e.byte_offset << " (fused write): stored bits 0x" << std::hex << bits
+          << std::dec << ", expected " << ref::decode(cfmt, ref::encode(cfmt, e.exact)) << " from " << e.exact;
+        fail(o.str());
+        break;
+      }
+    }
+  }
   if (bad > 1) r.failure += " (" + std::to_string(bad) + " mismatches in all)";
 
   std::ostringstream tt;
@@ -558,14 +683,13 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
     if (c.before_timing) c.before_timing();
-    PagedAttentionArgs timed = args;
     Buffer workspace;
+    std::optional<TensorView> ws;
     if (plan.split()) {
       workspace = Buffer(ctx, plan.workspace_bytes());
-      timed.workspace = TensorView::contiguous(workspace, DType::f32, {int64_t(plan.workspace_bytes() / 4)});
+      ws = TensorView::contiguous(workspace, DType::f32, {int64_t(plan.workspace_bytes() / 4)});
     }
-    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { paged_attention(ctx, plan, cache, timed, cmd); },
-                              c.timing_repetitions);
+    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { run_once(ws, cmd); }, c.timing_repetitions);
   }
   // Bytes: the K and V a kernel must read (keys some row of the sequence can
   // see: the window cuts the front), q, out and lse.
@@ -580,7 +704,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
             (c.with_lse ? double(T) * Hq * 4 : 0);
 
   std::ostringstream s;
-  s << "paged_attention: " << S << " sequences (query_len:seq_len " << seqs_text(c.seqs) << "), " << T << " tokens, "
+  s << op_name << ": " << S << " sequences (query_len:seq_len " << seqs_text(c.seqs) << "), " << T << " tokens, "
     << Hq << "/" << Hkv << " heads x " << D << ", " << dtype_name(c.cache_dtype) << " cache " << layout_name(c.layout)
     << " (" << distinct << " used of " << num_blocks << " blocks of " << bs << "), q " << dtype_name(c.q_dtype)
     << " -> out " << dtype_name(c.out_dtype);
@@ -590,6 +714,9 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.sinks) s << ", sinks";
   if (c.qq_bias) s << ", qq_bias";
   if (c.with_lse) s << ", lse";
+  if (c.skip_decode) s << ", skip_decode";
+  if (c.write_cache) s << ", fused cache write";
+  if (c.kv_token_padding) s << ", new K/V rows padded by " << c.kv_token_padding;
   s << ", " << (plan.split() ? "split into " + std::to_string(plan.num_segments()) + " segments" : std::string("not split"))
     << ", " << plan.num_workgroups() << " workgroups of " << plan.workgroup_size()
     << (plan.routes_prefill() ? ", prefill kernel for >= " + std::to_string(plan.prefill_min_rows()) + " rows" : std::string())

@@ -1,6 +1,8 @@
-// `vkattn run paged-attention`: a random varlen batch over a random paged
-// cache (permuted blocks, shared prefixes, NaN in every cache slot no
-// sequence uses), run through PagedAttentionPlan + paged_attention into
+// `vkattn run paged-attention` and `vkattn run prefix-prefill`: a random
+// varlen batch over a random paged cache (permuted blocks, shared prefixes,
+// NaN in every cache slot no sequence uses), run through PagedAttentionPlan +
+// paged_attention (or PrefixPrefillPlan + prefix_prefill, whose new tokens'
+// K/V come from their own tensors and whose cache slots stay NaN) into
 // NaN-poisoned outputs, and every output (and LSE) checked against the
 // float64 reference. The batch's metadata and the layer's parameters sit in
 // device buffers at unaligned offsets, as an engine's may.
@@ -25,6 +27,13 @@ struct PagedAttentionCase {
   // in the cache) at the end of seq_len tokens. seq_len 0 with query_len > 0
   // is a padding sequence (its rows see no key).
   std::vector<std::pair<uint32_t, uint32_t>> seqs = {{1, 1328}, {5, 18}, {129, 463}};
+  // prefix_prefill instead of paged_attention: the new tokens' K/V are
+  // tensors of q's dtype (token rows kv_token_padding elements apart beyond
+  // num_kv_heads * head_size), not in the cache.
+  bool prefix_prefill = false;
+  uint32_t kv_token_padding = 0;
+  bool skip_decode = false;    // prefix_prefill: sequences of one new token stay untouched
+  bool write_cache = false;    // prefix_prefill: also write the new K/V into the cache (checked slot by slot)
   uint32_t num_q_heads = 32;
   uint32_t num_kv_heads = 8;
   uint32_t head_size = 128;
@@ -74,15 +83,26 @@ struct PagedAttentionCase {
 // cli::UsageError for a malformed --seqs).
 class PagedAttentionFlags {
  public:
-  explicit PagedAttentionFlags(cli::Flags& flags);
+  // prefix: `vkattn run prefix-prefill`'s flags (--skip-decode, --write-cache,
+  // --kv-token-padding; no --qq-bias or --split).
+  explicit PagedAttentionFlags(cli::Flags& flags, bool prefix = false);
   PagedAttentionCase apply() const;
 
  private:
+  bool prefix_;
   std::string& seqs_;
-  int64_t &q_heads_, &kv_heads_, &head_size_, &block_size_, &num_blocks_, &window_, &segments_, &seed_, &reps_;
-  std::string &cache_dtype_, &layout_, &q_dtype_, &out_dtype_, &split_, &prefill_;
+  int64_t &q_heads_, &kv_heads_, &head_size_, &block_size_, &num_blocks_, &window_, &seed_, &reps_;
+  std::string &cache_dtype_, &layout_, &q_dtype_, &out_dtype_, &prefill_;
   double &softcap_, &scale_, &k_scale_, &v_scale_, &out_scale_;
-  bool &alibi_, &sinks_, &qq_bias_, &lse_;
+  bool &alibi_, &sinks_, &lse_;
+  // paged-attention only:
+  int64_t* segments_ = nullptr;
+  std::string* split_ = nullptr;
+  bool* qq_bias_ = nullptr;
+  // prefix-prefill only:
+  bool* skip_decode_ = nullptr;
+  bool* write_cache_ = nullptr;
+  int64_t* kv_padding_ = nullptr;
 };
 
 // Parses "1:1328,5:18,129:463" (query_len:seq_len pairs); throws cli::UsageError.

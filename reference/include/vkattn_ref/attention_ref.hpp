@@ -1,5 +1,6 @@
 // Float64 reference of paged attention with vLLM unified_attention semantics
-// (seeds 001 kernel_unified_attention_3d and 003 kernel_paged_attention_2d).
+// (seeds 001 kernel_unified_attention_3d and 003 kernel_paged_attention_2d),
+// and of prefix prefill (seed 000 context_attention_fwd: new_k / new_v).
 //
 // Every logit, softmax weight and output is computed in double from the exact
 // values the cache holds; the reference adds no rounding of its own (the
@@ -72,6 +73,12 @@ struct PagedAttentionProblem {
   // Entries may be -inf (a mask); NaN and +inf are rejected.
   std::vector<double> qq_bias;
   uint32_t qq_bias_stride = 0;
+  // Prefix prefill (seed 000): when given ([num_tokens, num_kv_heads,
+  // head_size] each), the new tokens are not in the cache: key k_pos >= ctx_s
+  // of sequence s is new token query_start_loc[s] + k_pos - ctx_s, with these
+  // values exactly (no fp8 scale), and the block table needs to cover only
+  // [0, ctx_s).
+  std::vector<double> new_k, new_v;
 };
 
 struct PagedAttentionResult {

@@ -22,7 +22,9 @@ VKA_CONST(PA_BINDING_ALIBI, 7)
 VKA_CONST(PA_BINDING_SINKS, 8)
 VKA_CONST(PA_BINDING_QQ_BIAS, 9)
 VKA_CONST(PA_BINDING_WORKSPACE, 10)
-VKA_CONST(PA_BINDINGS, 11)
+VKA_CONST(PA_BINDING_NEW_K, 11)          // prefix prefill: the new tokens' K [num_tokens, num_kv_heads, head_size]
+VKA_CONST(PA_BINDING_NEW_V, 12)          // and V, in q's dtype
+VKA_CONST(PA_BINDINGS, 13)
 
 // Each view's element offset inside its binding, one byte each in
 // view_offsets0..2 (view v: byte v % 4 of word v / 4). A binding starts at
@@ -37,9 +39,25 @@ VKA_CONST(PA_VIEW_ALIBI, 6)
 VKA_CONST(PA_VIEW_SINKS, 7)
 VKA_CONST(PA_VIEW_QQ_BIAS, 8)
 VKA_CONST(PA_VIEW_WORKSPACE, 9)
+VKA_CONST(PA_VIEW_NEW_K, 10)
+VKA_CONST(PA_VIEW_NEW_V, 11)
 
 // Bits of `flags`.
 VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspace for the reduce
+VKA_CONST(PA_FLAG_SUFFIX, 2)             // prefix prefill (PA_KV_SUFFIX): the new tokens' K/V are not in the cache
+VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_len 1 are not computed (out untouched)
+VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
+
+// Prefix prefill (reference kernel 000): with PA_KV_SUFFIX, a sequence's keys
+// [0, ctx) come from the cache and [ctx, seq_len) from the new K/V views
+// (token query_start + k - ctx), and the plan always splits into 2
+// segments: segment 0 is the cache part, segment 1 the new tokens, combined
+// by paged_attention_reduce (FlashInfer's merge of a prefix's and a suffix's
+// states). It has no qq_bias, so the new K/V strides take those push words:
+// token strides in elements, head strides 16 bits each (k | v << 16).
+#define PA_PUSH_NEW_K_TOKEN_STRIDE qq_bias_stride
+#define PA_PUSH_NEW_V_TOKEN_STRIDE qq_bias_rows
+#define PA_PUSH_NEW_KV_HEAD_STRIDES qq_bias_columns
 
 #define PAGED_ATTENTION_SPEC(X)   \
   X(0, PA_HEAD_SIZE, 128)         \
@@ -61,7 +79,8 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
   X(16, PA_WRITE_LSE, 0)          \
   X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */ \
   X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
-  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */
+  X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
+  X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment

@@ -1,0 +1,102 @@
+// prefix_prefill: a paged-attention plan of two segments (the cached context,
+// then the new tokens from their K/V views), recorded by paged_attention's
+// own recording (paged_attention_plan.hpp), and the checks of what it adds.
+#include <vkattn/context.hpp>
+#include <vkattn/ops.hpp>
+#include <vkattn/prefix_prefill.hpp>
+
+#include "../context_impl.hpp"
+#include "../op_support.hpp"
+#include "paged_attention_plan.hpp"
+
+namespace vkattn {
+
+using namespace detail;
+
+namespace {
+
+constexpr std::string_view kOp = "prefix_prefill";
+
+[[noreturn]] void fail(const std::string& what) { throw Error("prefix_prefill: " + what); }
+
+PagedAttentionPlanOptions attention_options(const PrefixPrefillOptions& o) {
+  PagedAttentionPlanOptions a;
+  a.split = SplitKv::on;
+  a.num_segments = 2;   // the cached context, the new tokens
+  a.workspace_bytes = o.workspace_bytes;
+  a.prefill = o.prefill;
+  return a;
+}
+
+}  // namespace
+
+PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                                     const PagedAttentionLengths& lengths, const PrefixPrefillOptions& options)
+    : plan_(ctx, cache, num_q_heads, q_dtype, lengths, attention_options(options)) {
+  plan_.data_->suffix = true;
+}
+
+PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                                     const PagedAttentionLimits& limits, const PrefixPrefillOptions& options)
+    : plan_(ctx, cache, num_q_heads, q_dtype, limits, attention_options(options)) {
+  plan_.data_->suffix = true;
+}
+
+void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {
+  plan_.prepare(ctx, variants);
+}
+
+void prepare_prefix_prefill(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                            std::span<const PagedAttentionVariant> variants) {
+  for (const auto& v : variants)
+    if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
+  prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, true);
+}
+
+void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& a,
+                    VkCommandBuffer cmd) {
+  const auto& p = plan.attention().data();
+  const int64_t T = p.num_tokens, Hkv = p.cache.num_kv_heads, D = p.cache.head_size;
+  if (a.params.qq_bias) fail("params.qq_bias is given, but prefix_prefill does not support qq_bias");
+  check_view(kOp, "key", a.key, {p.q_dtype}, {T, Hkv, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_view(kOp, "value", a.value, {p.q_dtype}, {T, Hkv, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_strides(kOp, "key", a.key);
+  check_strides(kOp, "value", a.value);
+  for (auto [name, v] : {std::pair{"key", &a.key}, std::pair{"value", &a.value}})
+    if (v->stride(1) >= (1 << 16))
+      fail(std::string(name) + " stride 1 (between heads) = " + std::to_string(v->stride(1)) +
+           " elements is not supported: expected below 65536 (a token-major layout [tokens, heads, head_size])");
+  const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"},
+                               {a.workspace ? &*a.workspace : nullptr, "workspace"}};
+  const NamedView news[] = {{&a.key, "key"}, {&a.value, "value"}};
+  check_apart(kOp, outputs, news);
+  if (a.slot_mapping) {
+    check_view(kOp, "slot_mapping", *a.slot_mapping, {DType::i32, DType::i64}, {T}, {"num_tokens"});
+    check_strides(kOp, "slot_mapping", *a.slot_mapping);
+  }
+  PagedAttentionArgs args;
+  args.q = a.q;
+  args.out = a.out;
+  args.lse = a.lse;
+  args.batch = a.batch;
+  args.params = a.params;
+  args.workspace = a.workspace;
+  const SuffixKv suffix{&a.key, &a.value, a.skip_decode};
+  record_paged_attention(ctx, plan.attention(), cache, args, &suffix, cmd);
+  // The fused write: write_kv_cache's kernel, beside the attention (no
+  // barrier: it writes the new tokens' slots, the attention reads the
+  // context's).
+  if (a.slot_mapping) write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, cmd);
+}
+
+void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& args) {
+  PagedAttentionArgs shape;   // what run_paged_attention_now looks at: the workspace
+  shape.workspace = args.workspace;
+  run_paged_attention_now(ctx, plan.attention(), shape, [&](const PagedAttentionArgs& a, VkCommandBuffer cmd) {
+    PrefixPrefillArgs with = args;
+    with.workspace = a.workspace;
+    prefix_prefill(ctx, plan, cache, with, cmd);
+  });
+}
+
+}  // namespace vkattn

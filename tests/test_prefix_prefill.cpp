@@ -1,0 +1,307 @@
+// prefix_prefill against the float64 reference (seed 000's semantics): new
+// tokens over a paged context and causally over their own K/V tensors. The
+// runner (tools/runners/paged_attention_runner.cpp) leaves the new tokens'
+// cache slots NaN, so a kernel that read them from the cache would fail; it
+// poisons the outputs and checks them, skip_decode rows byte for byte.
+// Covered: layouts nhd, hnd and split; fp8 caches (their scales apply to the
+// context only); window, sinks, ALiBi, softcap, LSE; skip_decode; the fused
+// cache write; block size 48; GQA 12/3, 1 and 8; head sizes 64 to 256;
+// contexts of 0 and ending mid-block; query_len 0; new K/V rows that are not
+// 16-byte aligned; replay plans; agreement with paged_attention after the new
+// tokens are written; bad input.
+#include <cmath>
+#include <cstring>
+
+#include "device_batch.hpp"
+#include "runners/paged_attention_runner.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+using tool::PagedAttentionCase;
+using Seqs = std::vector<std::pair<uint32_t, uint32_t>>;
+
+// A decode row, a short chunk over a context that ends mid-block, a longer
+// one, a padding sequence, a prompt with no context and a sequence with no
+// new token.
+const Seqs kBatch = {{1, 40}, {5, 18}, {37, 100}, {4, 0}, {3, 3}, {0, 9}};
+
+bool on_cpu(Context& ctx) { return ctx.capabilities().device_type == "CPU"; }
+
+PagedAttentionCase make(const Seqs& seqs, uint32_t hq, uint32_t hkv, uint32_t d, uint32_t bs, DType cache,
+                        KvLayout layout, uint64_t seed) {
+  PagedAttentionCase c;
+  c.prefix_prefill = true;
+  c.seqs = seqs;
+  c.num_q_heads = hq;
+  c.num_kv_heads = hkv;
+  c.head_size = d;
+  c.block_size = bs;
+  c.cache_dtype = cache;
+  c.layout = layout;
+  c.seed = seed;
+  c.timing_repetitions = 0;
+  return c;
+}
+
+struct Combo {
+  std::string name;
+  PagedAttentionCase c;
+  bool gpu_only = false;
+};
+void PrintTo(const Combo& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Combo> combos() {
+  std::vector<Combo> v;
+  auto add = [&](std::string name, PagedAttentionCase c, bool gpu_only = false) {
+    v.push_back({std::move(name), std::move(c), gpu_only});
+  };
+  add("nhd_f16_h8x2_d64", make(kBatch, 8, 2, 64, 16, DType::f16, KvLayout::nhd, 1));
+  {
+    auto c = make(kBatch, 12, 3, 64, 48, DType::fp8_e4m3, KvLayout::split, 2);
+    c.sinks = true;
+    c.with_lse = true;
+    add("split_fp8e4m3_h12x3_bs48_sinks_lse", c);
+  }
+  {
+    auto c = make(kBatch, 8, 1, 128, 16, DType::fp8_e5m2, KvLayout::hnd, 3);
+    c.sliding_window = 20;
+    c.alibi = true;
+    c.softcap = 20;
+    c.skip_decode = true;
+    c.with_lse = true;
+    add("hnd_fp8e5m2_gqa8_d128_window_alibi_softcap_skip_decode", c);
+  }
+  {
+    auto c = make(kBatch, 4, 4, 256, 16, DType::bf16, KvLayout::nhd, 4);
+    c.q_dtype = DType::bf16;
+    c.write_cache = true;
+    c.kv_token_padding = 3;   // rows not on 16-byte words: narrow loads
+    c.out_dtype = DType::fp8_e4m3;
+    c.out_scale = 0.5f;
+    add("bf16_gqa1_d256_fused_write_unaligned_kv_fp8_out", c);
+  }
+  {
+    auto c = make(kBatch, 8, 2, 64, 48, DType::fp8_e4m3, KvLayout::split, 5);
+    c.write_cache = true;
+    c.skip_decode = true;
+    c.replay = true;
+    c.spare_tokens = 7;
+    add("split_fp8e4m3_bs48_fused_write_skip_decode_replay", c);
+  }
+  // Full-size shapes: the prefill kernel (automatic on coopmat2, asked for on
+  // KHR) and the decode kernel in one batch.
+  {
+    Seqs seqs = {{300, 700}, {129, 129}, {1, 2000}, {64, 1500}, {1, 33}};
+    for (uint32_t i = 0; i < 16; ++i) seqs.push_back({40, 40 + (i * 53) % 400});
+    auto c = make(seqs, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 6);
+    c.sliding_window = 256;
+    c.with_lse = true;
+    add("gpu_h32x8_d128_window_lse", c, true);
+    c.prefill = PrefillKernel::on;
+    c.cache_dtype = DType::fp8_e4m3;
+    c.layout = KvLayout::split;
+    c.sinks = true;
+    c.seed = 7;
+    add("gpu_prefill_kernel_fp8_split_sinks", c, true);
+    c.prefill = PrefillKernel::on;
+    c.cache_dtype = DType::bf16;
+    c.q_dtype = c.out_dtype = DType::bf16;
+    c.layout = KvLayout::hnd;
+    c.sinks = false;
+    c.skip_decode = true;
+    c.write_cache = true;
+    c.seed = 8;
+    add("gpu_prefill_kernel_bf16_hnd_skip_decode_fused_write", c, true);
+  }
+  return v;
+}
+
+class PrefixPrefillCombos : public VkTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(PrefixPrefillCombos, MatchesReference) {
+  const Combo& p = GetParam();
+  if (p.gpu_only && on_cpu(ctx())) GTEST_SKIP() << "full-size shape: GPUs only";
+  auto r = tool::run_paged_attention(ctx(), p.c);
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure << "\ntolerance: " << r.tolerance;
+  EXPECT_NE(r.summary.find("prefix_prefill"), std::string::npos) << r.summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PrefixPrefillCombos, ::testing::ValuesIn(combos()),
+                         [](const auto& info) { return info.param.name; });
+
+// ---- a small batch built by hand: agreement, the fused write, bad input ----
+
+// Two sequences over an f16 cache of 8 blocks of 16 (2 kv heads, head size
+// 64, 4 q heads): sequence 0 has 20 cached tokens (blocks 3, 4) and 3 new
+// ones; sequence 1 has 5 cached (block 6) and 4 new. The new tokens' slots
+// follow their context in the same blocks.
+class PrefixPrefillSmall : public VkTest {
+ protected:
+  static constexpr int64_t T = 7, Hq = 4, Hkv = 2, D = 64;
+  void SetUp() override {
+    VkTest::SetUp();
+    cache_ = std::make_unique<PagedKvCache>(ctx(), cfg_);
+    // Finite, varied values: the bytes of a counter, as f16 in [0.5, 2).
+    std::vector<uint16_t> k(uint64_t(cfg_.num_blocks) * 16 * Hkv * D), v(k.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = uint16_t(0x3800 + (i * 37) % 0x800);
+      v[i] = uint16_t(0x3800 + (i * 91) % 0x800);
+    }
+    cache_->write_blocks(KvPart::key, 0, {reinterpret_cast<const uint8_t*>(k.data()), k.size() * 2});
+    cache_->write_blocks(KvPart::value, 0, {reinterpret_cast<const uint8_t*>(v.data()), v.size() * 2});
+    q_ = Buffer(ctx(), T * Hq * D * 2);
+    new_k_ = Buffer(ctx(), T * Hkv * D * 2);
+    new_v_ = Buffer(ctx(), T * Hkv * D * 2);
+    std::vector<uint16_t> words(T * Hq * D);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = uint16_t(0x3400 + (i * 53) % 0xC00);
+    q_.upload(words.data(), words.size() * 2);
+    words.resize(T * Hkv * D);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = uint16_t(0xB800 + (i * 29) % 0x900);
+    new_k_.upload(words.data(), words.size() * 2);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = uint16_t(0x3A00 + (i * 71) % 0x700);
+    new_v_.upload(words.data(), words.size() * 2);
+    out_ = Buffer(ctx(), T * Hq * D * 4);
+    out_.fill(0xFFFFFFFFu);
+    slots_ = Buffer(ctx(), T * 4);
+    // The new tokens' slots: sequence 0's positions 20-22 in block 4,
+    // sequence 1's 5-8 in block 6.
+    const int32_t slots[T] = {4 * 16 + 4, 4 * 16 + 5, 4 * 16 + 6, 6 * 16 + 5, 6 * 16 + 6, 6 * 16 + 7, 6 * 16 + 8};
+    slots_.upload(slots, sizeof(slots));
+    batch_ = std::make_unique<DeviceBatch>(ctx(), std::vector<int32_t>{0, 3, 7}, std::vector<int32_t>{23, 9},
+                                           std::vector<int32_t>{3, 4, 6, 0}, 2);
+  }
+  void TearDown() override {
+    batch_.reset();
+    cache_.reset();
+    for (Buffer* b : {&q_, &new_k_, &new_v_, &out_, &slots_}) *b = Buffer();
+    VkTest::TearDown();
+  }
+  PrefixPrefillPlan plan() { return PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, batch_->lengths()); }
+  PrefixPrefillArgs args(DType out = DType::f16) {
+    PrefixPrefillArgs a;
+    a.q = TensorView::contiguous(q_, DType::f16, {T, Hq, D});
+    a.key = TensorView::contiguous(new_k_, DType::f16, {T, Hkv, D});
+    a.value = TensorView::contiguous(new_v_, DType::f16, {T, Hkv, D});
+    a.out = TensorView::contiguous(out_, out, {T, Hq, D});
+    a.batch = batch_->view();
+    a.params.scale = 0.125f;
+    return a;
+  }
+  TensorView slots() { return TensorView::contiguous(slots_, DType::i32, {T}); }
+
+  KvCacheConfig cfg_{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<DeviceBatch> batch_;
+  Buffer q_, new_k_, new_v_, out_, slots_;
+};
+
+TEST_F(PrefixPrefillSmall, FusedWriteStoresWhatWriteKvCacheStoresAndAgreesWithPagedAttention) {
+  // Cache A: prefix_prefill with the fused write. Cache B: the same start,
+  // then write_kv_cache.
+  PagedKvCache other(ctx(), cfg_);
+  for (KvPart part : {KvPart::key, KvPart::value}) other.write_blocks(part, 0, cache_->read_blocks(part, 0, 8));
+  auto a = args(DType::f32);
+  a.slot_mapping = slots();
+  const auto p = plan();
+  prefix_prefill(ctx(), p, *cache_, a);
+  const auto prefix_out = out_.download_as<float>(T * Hq * D);
+  write_kv_cache(ctx(), other, a.key, a.value, slots());
+  for (KvPart part : {KvPart::key, KvPart::value})
+    ASSERT_EQ(cache_->read_blocks(part, 0, 8), other.read_blocks(part, 0, 8)) << "the fused write differs from write_kv_cache";
+
+  // paged_attention over the cache that now holds the new tokens: the same
+  // attention, through one segment instead of two (f32 out: only the
+  // kernels' own roundings differ, P in f16).
+  out_.fill(0xFFFFFFFFu);
+  PagedAttentionPlan pa(ctx(), cfg_, Hq, DType::f16, batch_->lengths());
+  PagedAttentionArgs pargs;
+  pargs.q = a.q;
+  pargs.out = a.out;
+  pargs.batch = a.batch;
+  pargs.params = a.params;
+  paged_attention(ctx(), pa, other, pargs);
+  const auto paged_out = out_.download_as<float>(T * Hq * D);
+  for (int64_t row = 0; row < T * Hq; ++row) {
+    float peak = 0;
+    for (int64_t d = 0; d < D; ++d) peak = std::max(peak, std::fabs(paged_out[row * D + d]));
+    for (int64_t d = 0; d < D; ++d)
+      ASSERT_NEAR(prefix_out[row * D + d], paged_out[row * D + d], 3 * 0x1p-11 * peak) << "row " << row << ", dim " << d;
+  }
+}
+
+TEST_F(PrefixPrefillSmall, PrepareMakesEveryPipelineARunNeeds) {
+  PagedAttentionVariant variant;
+  variant.lse = true;
+  prepare_prefix_prefill(ctx(), cfg_, Hq, DType::f16, std::span<const PagedAttentionVariant>(&variant, 1));
+  prepare_write_kv_cache(ctx(), cfg_, DType::f16, DType::i32);
+  const size_t prepared = ctx().pipelines_created();
+  Buffer lse(ctx(), T * Hq * 4);
+  auto a = args();
+  a.lse = TensorView::contiguous(lse, DType::f32, {T, Hq});
+  prefix_prefill(ctx(), plan(), *cache_, a);
+  a.slot_mapping = slots();
+  a.skip_decode = true;
+  prefix_prefill(ctx(), plan(), *cache_, a);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
+TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
+  const auto p = plan();
+  EXPECT_NO_THROW(prefix_prefill(ctx(), p, *cache_, args()));
+  {
+    Buffer bias(ctx(), 64);
+    auto a = args();
+    a.params.qq_bias = TensorView::contiguous(bias, DType::f32, {4, 4});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "qq_bias", "not support");
+  }
+  {
+    auto a = args();
+    a.key = TensorView::contiguous(new_k_, DType::bf16, {T, Hkv, D});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "key");
+    a = args();
+    a.value = TensorView::contiguous(new_v_, DType::f16, {T, Hkv + 1, D - 32});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "value");
+    a = args();
+    a.key = TensorView::contiguous(new_k_, DType::f16, {T, Hkv, D});
+    a.key.strides = {D, 1 << 16, 1};   // heads 65536 elements apart (and past the buffer)
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "key");
+  }
+  {
+    auto a = args();
+    a.slot_mapping = TensorView::contiguous(slots_, DType::i32, {T - 1});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "slot_mapping");
+  }
+  {
+    // The recorded form needs a workspace; paged_attention refuses the plan.
+    auto a = args();
+    EXPECT_VKATTN_ERROR(ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); }),
+                        "workspace");
+    PagedAttentionArgs pargs;
+    pargs.q = a.q;
+    pargs.out = a.out;
+    pargs.batch = a.batch;
+    pargs.params = a.params;
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p.attention(), *cache_, pargs), "prefix_prefill");
+  }
+  {
+    PagedAttentionVariant v;
+    v.qq_bias = true;
+    EXPECT_VKATTN_ERROR(prepare_prefix_prefill(ctx(), cfg_, Hq, DType::f16, std::span<const PagedAttentionVariant>(&v, 1)),
+                        "qq_bias");
+  }
+  // A context longer than the block-table row on the device: reported, and
+  // nothing is read past the row (the new tokens need no blocks).
+  batch_->seq_lens() = {23 + 16, 9};
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "seq_lens[0] = 39");
+  batch_->seq_lens() = {23, 9};
+  batch_->upload();
+  batch_->block_table() = {3, 9, 6, 0};
+  batch_->upload();
+  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "block_table[0, 1] = 9");
+}
+
+}  // namespace
+}  // namespace vkattn::test
