@@ -286,6 +286,11 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
     EXPECT_VKATTN_ERROR(paged_attention(ctx(), p.attention(), *cache_, pargs), "prefix_prefill");
   }
   {
+    PrefixPrefillOptions o;
+    o.workspace_bytes = 1000;   // 7 tokens x 4 heads need 7 * 4 * 66 * 8 bytes
+    EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o), "14784 bytes", "workspace_bytes = 1000");
+  }
+  {
     PagedAttentionVariant v;
     v.qq_bias = true;
     EXPECT_VKATTN_ERROR(prepare_prefix_prefill(ctx(), cfg_, Hq, DType::f16, std::span<const PagedAttentionVariant>(&v, 1)),

@@ -34,9 +34,12 @@ namespace vkattn {
 
 struct PrefixPrefillOptions {
   PrefillKernel prefill = PrefillKernel::automatic;   // as PagedAttentionPlanOptions::prefill
-  // The capacity of the workspace the engine will pass: the plan's
-  // workspace_bytes() (2 segments' partial results) must fit.
-  uint64_t workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+  // The capacity of the workspace the engine will pass, which the plan's
+  // workspace_bytes() must fit: 2 segments' partial results, num_tokens *
+  // num_q_heads * (head_size + 2) * 8 bytes (68 MB for 8192 tokens of 32
+  // heads x 128). 0: no limit but the kernels' 2 GiB; allocate what the plan
+  // (a replay plan: for its limits) says.
+  uint64_t workspace_bytes = 0;
 };
 
 class PrefixPrefillPlan {

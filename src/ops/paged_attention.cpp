@@ -153,13 +153,18 @@ const Pipeline& main_pipeline(ContextImpl& impl, Path path, const abi::PagedAtte
                               sizeof(abi::PagedAttentionPush), sg});
 }
 
-abi::PagedAttentionReduceSpec reduce_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v) {
+// Up to this many segments, each reduce invocation merges its row's alone
+// (PR_ROW_PARALLEL): reading them all costs less than a workgroup's merge tree.
+constexpr uint32_t kRowParallelSegments = 8;
+
+abi::PagedAttentionReduceSpec reduce_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t segments) {
   abi::PagedAttentionReduceSpec r;
   r.PR_HEAD_SIZE = p.cache.head_size;
   r.PR_OUT_DTYPE = static_cast<uint32_t>(v.out_dtype);
   r.PR_HAS_SINKS = v.sinks;
   r.PR_WRITE_LSE = v.lse;
-  r.PR_WORKGROUP_SIZE = p.cache.head_size >= 128 ? 128 : 64;
+  r.PR_ROW_PARALLEL = segments <= kRowParallelSegments;
+  r.PR_WORKGROUP_SIZE = r.PR_ROW_PARALLEL || p.cache.head_size >= 128 ? 128 : 64;
   r.PR_NUM_Q_HEADS = p.num_q_heads;
   return r;
 }
@@ -284,7 +289,7 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   for (const auto& v : variants) {
     if (p.schedule.num_workgroups) main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size));
     if (p.schedule.prefill.on) prefill_pipeline(impl, p.path, prefill_spec(p, p.schedule.prefill, v));
-    if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v));
+    if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v, p.schedule.num_segments));
   }
 }
 
@@ -324,7 +329,7 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
       for (bool one_tile : {true, false})
         for (bool single_token : {true, false})
           main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
-    reduce_pipeline(impl, reduce_spec(p, v));
+    for (uint32_t segments : {2u, kRowParallelSegments + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
   }
   // The prefill kernel, where a plan may route sequences to it. Which rows
   // are whose is a push constant, so the decode kernel's sequences run on the
@@ -538,9 +543,11 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   if (!sch.split) return;
 
   compute_barrier(impl, cmd);
-  const Pipeline& reduce = reduce_pipeline(impl, reduce_spec(p, v));
+  const abi::PagedAttentionReduceSpec rspec = reduce_spec(p, v, sch.num_segments);
+  const Pipeline& reduce = reduce_pipeline(impl, rspec);
   const uint64_t rows = uint64_t(T) * H;
-  const Grid rgrid = fold_grid(impl, rows, kOp);
+  const uint64_t per_workgroup = rspec.PR_ROW_PARALLEL ? PR_ROWS_PER_WORKGROUP(rspec.PR_WORKGROUP_SIZE, rspec.PR_HEAD_SIZE) : 1;
+  const Grid rgrid = fold_grid(impl, (rows + per_workgroup - 1) / per_workgroup, kOp);
   push.num_workgroups = static_cast<uint32_t>(rows);
   push.grid_x = rgrid.x;
   record_dispatch(impl, cmd, reduce, bindings, &push, rgrid);

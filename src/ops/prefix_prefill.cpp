@@ -7,6 +7,10 @@
 
 #include "../context_impl.hpp"
 #include "../op_support.hpp"
+#include "schedule/paged_attention_schedule.hpp"
+
+#include <algorithm>
+#include <cstdint>
 #include "paged_attention_plan.hpp"
 
 namespace vkattn {
@@ -19,11 +23,20 @@ constexpr std::string_view kOp = "prefix_prefill";
 
 [[noreturn]] void fail(const std::string& what) { throw Error("prefix_prefill: " + what); }
 
-PagedAttentionPlanOptions attention_options(const PrefixPrefillOptions& o) {
+// The paged-attention options of a plan for num_tokens tokens: always 2
+// segments (the cached context, the new tokens), whose partial results must
+// fit the engine's workspace.
+PagedAttentionPlanOptions attention_options(const KvCacheConfig& cache, uint32_t num_q_heads, uint64_t num_tokens,
+                                            const PrefixPrefillOptions& o) {
+  const uint64_t need = partial_result_bytes(num_tokens, num_q_heads, cache.head_size, 2);
+  if (o.workspace_bytes && need > o.workspace_bytes)
+    fail(std::to_string(num_tokens) + " tokens need " + std::to_string(need) +
+         " bytes of workspace (two segments' partial results), more than options.workspace_bytes = " +
+         std::to_string(o.workspace_bytes) + "; pass a larger workspace (or 0: what the plan needs)");
   PagedAttentionPlanOptions a;
   a.split = SplitKv::on;
-  a.num_segments = 2;   // the cached context, the new tokens
-  a.workspace_bytes = o.workspace_bytes;
+  a.num_segments = 2;
+  a.workspace_bytes = o.workspace_bytes ? o.workspace_bytes : UINT64_MAX;
   a.prefill = o.prefill;
   return a;
 }
@@ -32,13 +45,14 @@ PagedAttentionPlanOptions attention_options(const PrefixPrefillOptions& o) {
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLengths& lengths, const PrefixPrefillOptions& options)
-    : plan_(ctx, cache, num_q_heads, q_dtype, lengths, attention_options(options)) {
+    : plan_(ctx, cache, num_q_heads, q_dtype, lengths,
+            attention_options(cache, num_q_heads, lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)), options)) {
   plan_.data_->suffix = true;
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLimits& limits, const PrefixPrefillOptions& options)
-    : plan_(ctx, cache, num_q_heads, q_dtype, limits, attention_options(options)) {
+    : plan_(ctx, cache, num_q_heads, q_dtype, limits, attention_options(cache, num_q_heads, limits.max_num_tokens, options)) {
   plan_.data_->suffix = true;
 }
 

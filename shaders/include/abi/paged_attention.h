@@ -140,7 +140,11 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
   X(2, PR_HAS_SINKS, 0)                \
   X(3, PR_WRITE_LSE, 0)                \
   X(4, PR_WORKGROUP_SIZE, 64)          \
-  X(5, PR_NUM_Q_HEADS, 32)
+  X(5, PR_NUM_Q_HEADS, 32)             \
+  X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */
+
+// The row-parallel reduce's rows per workgroup (invocations past them idle).
+#define PR_ROWS_PER_WORKGROUP(WG, D) ((WG) / ((D) / 4u))
 
 // paged_attention_check: one invocation per sequence checks the lengths the
 // device holds (the attention kernels only keep them in bounds).
