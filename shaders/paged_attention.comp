@@ -55,7 +55,8 @@ const uint CPT_MAX = 8u;
 
 // Issues every load of a tile at once (its keys' blocks are in key_block /
 // value_block); the registers are consumed a phase later.
-void load_tile(bool suffix, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+// `src` (pa_key_source) is a constant where this is called (load_tile).
+void load_tile_from(uint src, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
   [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
     kraw[i] = uvec4(0);
     vraw[i] = uvec4(0);
@@ -64,9 +65,14 @@ void load_tile(bool suffix, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
     if (k_pos >= kv_end) continue;
-    kraw[i] = pa_key_raw8(suffix, key_block[j], false, k_pos, kv_head, d);
-    vraw[i] = pa_key_raw8(suffix, value_block[j], true, k_pos, kv_head, d);
+    kraw[i] = pa_key_raw8(src, key_block[j], false, k_pos, kv_head, d);
+    vraw[i] = pa_key_raw8(src, value_block[j], true, k_pos, kv_head, d);
   }
+}
+void load_tile(uint src, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+  if (src == PA_SRC_CACHE) load_tile_from(PA_SRC_CACHE, k0, kv_end, kv_head, kraw, vraw);
+  else if (src == PA_SRC_SUFFIX) load_tile_from(PA_SRC_SUFFIX, k0, kv_end, kv_head, kraw, vraw);
+  else load_tile_from(PA_SRC_SUFFIX_NARROW, k0, kv_end, kv_head, kraw, vraw);
 }
 
 void store_tile(bool suffix, bool is_value, uvec4 raw[CPT_MAX]) {
@@ -111,7 +117,8 @@ void main() {
     set_key_blocks(tid, it, it.kv_begin + int(tid), pa_raw_block(it.seq, it.kv_begin + int(tid)));
   barrier();
   const bool suffix = pa_suffix_item(it);
-  load_tile(suffix, it.kv_begin, it.kv_end, it.kv_head, kraw, vraw);
+  const uint src = pa_key_source(it);
+  load_tile(src, it.kv_begin, it.kv_end, it.kv_head, kraw, vraw);
 
   for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += int(BN)) {
     const int k1 = k0 + int(BN);   // the next tile
@@ -136,7 +143,7 @@ void main() {
       Ss[i] = q_pos >= 0 ? pa_logit(it, Ss[i], r, q_pos, k0 + int(i % BN)) : VKA_NEG_INF;
     }
     barrier();
-    if (k1 < it.kv_end) load_tile(suffix, k1, it.kv_end, it.kv_head, kraw, vraw);
+    if (k1 < it.kv_end) load_tile(src, k1, it.kv_end, it.kv_head, kraw, vraw);
 
     // Online softmax, one invocation per row.
     if (tid < BM) {

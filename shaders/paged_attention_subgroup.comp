@@ -147,24 +147,30 @@ int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
 // Loads pieces first + i (i < 8) of this lane of the K or V tile of keys
 // [k0, k0 + 16), raw: piece number p of a lane is 8-element piece
 // lane + p * SG of the row-major [16][head_size] tile. Zero past the sequence.
-// entry: the tile's block-table entry (ALIGNED; tile_entry).
-void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
+// entry: the tile's block-table entry (ALIGNED; tile_entry). src
+// (pa_key_source) is a constant where this is called (load_pieces).
+void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
   uint64_t base = 0;
-  const bool suffix = pa_suffix_item(it);   // prefix prefill's new tokens: no block
-  if (ALIGNED && k0 < it.kv_end && !suffix) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
+  if (ALIGNED && k0 < it.kv_end && src == PA_SRC_CACHE) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
     if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
-    if (suffix) {
-      raw[i] = pa_suffix_raw8(is_value, pa_suffix_row(it, is_value, k_pos) + d);
+    if (src != PA_SRC_CACHE) {   // prefix prefill's new tokens: no block
+      raw[i] = pa_suffix_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, pa_suffix_row(it, is_value, k_pos) + d);
       continue;
     }
     if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
     raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
+}
+void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
+  const uint src = pa_key_source(it);
+  if (src == PA_SRC_CACHE) load_pieces_from(PA_SRC_CACHE, it, k0, entry, is_value, first, raw);
+  else if (src == PA_SRC_SUFFIX) load_pieces_from(PA_SRC_SUFFIX, it, k0, entry, is_value, first, raw);
+  else load_pieces_from(PA_SRC_SUFFIX_NARROW, it, k0, entry, is_value, first, raw);
 }
 
 // Writes loaded pieces as ELEMs into this subgroup's part of `stage`.

@@ -111,16 +111,23 @@ void subgroup_sync() {
 
 // Pieces i of this invocation's part of the K or V tile of keys [k0, k0 + BC),
 // located in key_at[buf]: piece c = invocation + i * WG is 8 head dims of key
-// c / (D / 8).
-void load_tile(int k0, uint buf, bool is_value, out uvec4 raw[8]) {
+// c / (D / 8). `src` is a constant where this is called (load_tile), so that
+// each source's loads are straight-line code.
+void load_tile_from(uint src, int k0, uint buf, bool is_value, out uvec4 raw[8]) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_LocalInvocationIndex + i * WG;
     if (i >= PPT || c >= PIECES) continue;
     const uint j = c / (D / 8u);
-    raw[i] = kv_source_raw8(g_it, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
+    raw[i] = kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
                             (c % (D / 8u)) * 8u);
   }
+}
+void load_tile(int k0, uint buf, bool is_value, out uvec4 raw[8]) {
+  const uint src = pa_key_source(g_it);
+  if (src == PA_SRC_CACHE) load_tile_from(PA_SRC_CACHE, k0, buf, is_value, raw);
+  else if (src == PA_SRC_SUFFIX) load_tile_from(PA_SRC_SUFFIX, k0, buf, is_value, raw);
+  else load_tile_from(PA_SRC_SUFFIX_NARROW, k0, buf, is_value, raw);
 }
 
 // Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].

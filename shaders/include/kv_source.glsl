@@ -2,8 +2,8 @@
 // so that a tile's loads wait on no lookup of their own:
 //   kv_source_entry / kv_source_locate_entry: where key k's K and V start
 //     (0: outside the item's range [kv_begin, kv_end), whose values read as 0);
-//   kv_source_raw8(at, is_value, k, head, d): eight consecutive head dims of
-//     key k from there, raw (pa_key_raw8).
+//   kv_source_raw8(src, at, is_value, k, head, d): eight consecutive head dims of
+//     key k from there, raw (pa_key_raw8; src: pa_key_source, a constant where called).
 // The paged cache (every layout and dtype: the block table, then the block's
 // chunk), or in a prefix-prefill suffix item the new tokens' K/V views, whose
 // element index is kept plus one so that 0 still means "outside".
@@ -26,9 +26,8 @@ void kv_source_locate_entry(PaItem it, int k_pos, int entry, out uint64_t k_at, 
   v_at = pa_key_at(it, true, k_pos, entry) + one;
 }
 
-uvec4 kv_source_raw8(PaItem it, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
+uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
   if (at == 0ul) return uvec4(0);
-  const bool suffix = pa_suffix_item(it);
-  return pa_key_raw8(suffix, suffix ? at - 1ul : at, is_value, k_pos, head, d);
+  return pa_key_raw8(src, src != PA_SRC_CACHE ? at - 1ul : at, is_value, k_pos, head, d);
 }
 #endif

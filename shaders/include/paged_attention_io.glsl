@@ -202,6 +202,17 @@ layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewVVec { uv
 // Whether the item's keys are the new tokens' (the same for a whole workgroup).
 bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; }
 
+// Where an item's keys come from. The kernels branch on it once per tile, not
+// per load, and call the loads with it as a constant: a per-load branch
+// between the sources made the prefill kernel's key loop 20% slower.
+const uint PA_SRC_CACHE = 0u;
+const uint PA_SRC_SUFFIX = 1u;          // the new K/V views, 16-byte loads
+const uint PA_SRC_SUFFIX_NARROW = 2u;   // their offsets or strides are not multiples of 8 elements
+uint pa_key_source(PaItem it) {
+  if (!pa_suffix_item(it)) return PA_SRC_CACHE;
+  return (pc.flags & PA_FLAG_SUFFIX_NARROW) != 0u ? PA_SRC_SUFFIX_NARROW : PA_SRC_SUFFIX;
+}
+
 // Element index of key k_pos's row (the item's kv head) in the new K or V view.
 uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
   const uint token = it.token0 + uint(k_pos - it.ctx);
@@ -210,10 +221,10 @@ uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
   return pa_view_offset(is_value ? PA_VIEW_NEW_V : PA_VIEW_NEW_K) + token * token_stride + it.kv_head * head_stride;
 }
 
-// Eight elements of the new K or V view from element `at`: one 16-byte load
-// unless the views' offsets or strides are not multiples of 8 elements.
-uvec4 pa_suffix_raw8(bool is_value, uint at) {
-  if ((pc.flags & PA_FLAG_SUFFIX_NARROW) == 0u) return is_value ? new_v_vec[at / 8u] : new_k_vec[at / 8u];
+// Eight elements of the new K or V view from element `at`: one 16-byte load,
+// or eight 2-byte ones (narrow).
+uvec4 pa_suffix_raw8(bool narrow, bool is_value, uint at) {
+  if (!narrow) return is_value ? new_v_vec[at / 8u] : new_k_vec[at / 8u];
   uvec4 w;
   [[unroll]] for (uint i = 0; i < 4u; ++i) {
     const uint lo = uint(is_value ? new_v16[at + 2u * i] : new_k16[at + 2u * i]);
@@ -278,8 +289,9 @@ uint64_t pa_key_at(PaItem it, bool is_value, int k_pos, int entry) {
 
 // Eight consecutive head dims (d, a multiple of 8) of key k_pos from where
 // pa_key_at put it, raw: the cache's bits, or q's dtype from the suffix.
-uvec4 pa_key_raw8(bool suffix, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
-  if (PA_KV_SUFFIX != 0u && suffix) return pa_suffix_raw8(is_value, uint(at) + d);
+// src: pa_key_source of the item (a constant where loads are issued in a loop).
+uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
+  if (PA_KV_SUFFIX != 0u && src != PA_SRC_CACHE) return pa_suffix_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
   return pa_load_raw8(at, is_value, uint(k_pos) % PA_BLOCK_SIZE, head, d);
 }
 
