@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attention_cases.hpp"
 #include "device_batch.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "vk_test.hpp"
@@ -44,17 +45,7 @@ bool on_cpu(Context& ctx) { return ctx.capabilities().device_type == "CPU"; }
 
 PagedAttentionCase make(const Seqs& seqs, uint32_t hq, uint32_t hkv, uint32_t d, uint32_t bs, DType cache,
                         KvLayout layout, uint64_t seed) {
-  PagedAttentionCase c;
-  c.seqs = seqs;
-  c.num_q_heads = hq;
-  c.num_kv_heads = hkv;
-  c.head_size = d;
-  c.block_size = bs;
-  c.cache_dtype = cache;
-  c.layout = layout;
-  c.seed = seed;
-  c.timing_repetitions = 0;
-  return c;
+  return attention_case(seqs, hq, hkv, d, bs, cache, layout, seed);
 }
 
 // The prefill kernel whatever the batch's size (PrefillKernel::on).

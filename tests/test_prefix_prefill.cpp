@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "attention_cases.hpp"
 #include "device_batch.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "vk_test.hpp"
@@ -31,17 +32,8 @@ bool on_cpu(Context& ctx) { return ctx.capabilities().device_type == "CPU"; }
 
 PagedAttentionCase make(const Seqs& seqs, uint32_t hq, uint32_t hkv, uint32_t d, uint32_t bs, DType cache,
                         KvLayout layout, uint64_t seed) {
-  PagedAttentionCase c;
+  PagedAttentionCase c = attention_case(seqs, hq, hkv, d, bs, cache, layout, seed);
   c.prefix_prefill = true;
-  c.seqs = seqs;
-  c.num_q_heads = hq;
-  c.num_kv_heads = hkv;
-  c.head_size = d;
-  c.block_size = bs;
-  c.cache_dtype = cache;
-  c.layout = layout;
-  c.seed = seed;
-  c.timing_repetitions = 0;
   return c;
 }
 
@@ -215,11 +207,8 @@ TEST_F(PrefixPrefillSmall, FusedWriteStoresWhatWriteKvCacheStoresAndAgreesWithPa
   // kernels' own roundings differ, P in f16).
   out_.fill(0xFFFFFFFFu);
   PagedAttentionPlan pa(ctx(), cfg_, Hq, DType::f16, batch_->lengths());
-  PagedAttentionArgs pargs;
-  pargs.q = a.q;
-  pargs.out = a.out;
-  pargs.batch = a.batch;
-  pargs.params = a.params;
+  PagedAttentionArgs pargs = a.attention_args();
+  pargs.workspace.reset();
   paged_attention(ctx(), pa, other, pargs);
   const auto paged_out = out_.download_as<float>(T * Hq * D);
   for (int64_t row = 0; row < T * Hq; ++row) {
@@ -277,12 +266,7 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
     auto a = args();
     EXPECT_VKATTN_ERROR(ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); }),
                         "workspace");
-    PagedAttentionArgs pargs;
-    pargs.q = a.q;
-    pargs.out = a.out;
-    pargs.batch = a.batch;
-    pargs.params = a.params;
-    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p.attention(), *cache_, pargs), "prefix_prefill");
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p.attention(), *cache_, a.attention_args()), "prefix_prefill");
   }
   {
     PrefixPrefillOptions o;

@@ -83,6 +83,11 @@ struct PrefixPrefillArgs {
   // dtype exactly as write_kv_cache does. The slots must not hold any
   // sequence's context (which this call reads).
   std::optional<TensorView> slot_mapping;
+
+  // The fields it shares with PagedAttentionArgs (q, out, lse, batch, params,
+  // workspace), and a PrefixPrefillArgs made of them and the new K/V.
+  PagedAttentionArgs attention_args() const;
+  static PrefixPrefillArgs from(const PagedAttentionArgs& attention, TensorView key, TensorView value);
 };
 
 // Records into `cmd` (ops.hpp: the barriers the caller owes; with

@@ -67,6 +67,30 @@ void prepare_prefix_prefill(Context& ctx, const KvCacheConfig& cache, uint32_t n
   prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, true);
 }
 
+PagedAttentionArgs PrefixPrefillArgs::attention_args() const {
+  PagedAttentionArgs a;
+  a.q = q;
+  a.out = out;
+  a.lse = lse;
+  a.batch = batch;
+  a.params = params;
+  a.workspace = workspace;
+  return a;
+}
+
+PrefixPrefillArgs PrefixPrefillArgs::from(const PagedAttentionArgs& attention, TensorView key, TensorView value) {
+  PrefixPrefillArgs a;
+  a.q = attention.q;
+  a.key = std::move(key);
+  a.value = std::move(value);
+  a.out = attention.out;
+  a.lse = attention.lse;
+  a.batch = attention.batch;
+  a.params = attention.params;
+  a.workspace = attention.workspace;
+  return a;
+}
+
 void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& a,
                     VkCommandBuffer cmd) {
   const auto& p = plan.attention().data();
@@ -88,15 +112,8 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
     check_view(kOp, "slot_mapping", *a.slot_mapping, {DType::i32, DType::i64}, {T}, {"num_tokens"});
     check_strides(kOp, "slot_mapping", *a.slot_mapping);
   }
-  PagedAttentionArgs args;
-  args.q = a.q;
-  args.out = a.out;
-  args.lse = a.lse;
-  args.batch = a.batch;
-  args.params = a.params;
-  args.workspace = a.workspace;
   const SuffixKv suffix{&a.key, &a.value, a.skip_decode};
-  record_paged_attention(ctx, plan.attention(), cache, args, &suffix, cmd);
+  record_paged_attention(ctx, plan.attention(), cache, a.attention_args(), &suffix, cmd);
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the
   // context's).

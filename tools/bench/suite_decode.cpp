@@ -149,15 +149,9 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
     if (in->workspace) a.workspace = TensorView::contiguous(*in->workspace, DType::f32, {int64_t(in->workspace->size() / 4)});
     in->args.push_back(a);
     if (sh.prefix_prefill) {
-      PrefixPrefillArgs pa;
-      pa.q = a.q;
-      pa.out = a.out;
-      pa.batch = a.batch;
-      pa.params = a.params;
-      pa.workspace = a.workspace;
-      pa.key = TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, 2 * c * new_kv_bytes);
-      pa.value = TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, (2 * c + 1) * new_kv_bytes);
-      in->prefix_args.push_back(pa);
+      in->prefix_args.push_back(
+          PrefixPrefillArgs::from(a, TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, 2 * c * new_kv_bytes),
+                                  TensorView::contiguous(*in->new_kv, sh.q_dtype, {T, Hkv, D}, (2 * c + 1) * new_kv_bytes)));
     }
   }
 

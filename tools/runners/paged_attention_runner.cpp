@@ -460,13 +460,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     o.prefill = c.prefill;
     prefix_plan.emplace(c.replay ? PrefixPrefillPlan(ctx, cfg, Hq, c.q_dtype, limits, o)
                                  : PrefixPrefillPlan(ctx, cfg, Hq, c.q_dtype, lengths, o));
-    prefix_args.q = args.q;
-    prefix_args.key = new_kv;
-    prefix_args.value = new_vv;
-    prefix_args.out = args.out;
-    prefix_args.lse = args.lse;
-    prefix_args.batch = args.batch;
-    prefix_args.params = args.params;
+    prefix_args = PrefixPrefillArgs::from(args, new_kv, new_vv);
     prefix_args.skip_decode = c.skip_decode;
     if (c.write_cache) prefix_args.slot_mapping = TensorView::contiguous(meta, DType::i32, {Tcap}, slots_at);
   }
