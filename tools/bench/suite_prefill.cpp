@@ -56,7 +56,7 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
   add("B=4 ctx=" + std::to_string(4096 / n) + " q=" + std::to_string(512 / n), 128, SeqList(4, {512 / n, (4096 + 512) / n}),
       {{128 / n, 1000 / n}, {64 / n, 700 / n}, {1, 300 / n}}, true);
   add("B=1 ctx=0 q=" + std::to_string(8192 / n), 128, {{8192 / n, 8192 / n}}, {{600 / n, 600 / n}}, true);
-  add("B=16 ctx=" + std::to_string(2048 / n) + " q=128", 128, SeqList(16 / n, {128, 2048 / n + 128}),
+  add("B=" + std::to_string(16 / n) + " ctx=" + std::to_string(2048 / n) + " q=128", 128, SeqList(16 / n, {128, 2048 / n + 128}),
       {{128, 300 / n + 128}, {128, 200 / n + 128}}, true);
   return ops;
 }
