@@ -106,7 +106,7 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_SEQ_LEN:
       throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(static_cast<int32_t>(b)) +
                   " on the device is below its query_len " + std::to_string(c) +
-                  " (expected 0, or >= query_len: the new tokens are in the cache); the sequence was skipped");
+                  " (expected 0, or >= query_len: seq_len counts the new tokens too); the sequence was skipped");
     case abi::STATUS_SEQ_LEN_TABLE:
       throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(b) +
                   " on the device exceeds what its block-table row holds (" + std::to_string(c) +

@@ -252,6 +252,9 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
     a.value = TensorView::contiguous(new_v_, DType::f16, {T, Hkv + 1, D - 32});
     EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "value");
     a = args();
+    a.q = TensorView::contiguous(q_, DType::f16, {T, Hq, D / 2});   // paged_attention's check, named as this op's
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "prefix_prefill: q");
+    a = args();
     a.key = TensorView::contiguous(new_k_, DType::f16, {T, Hkv, D});
     a.key.strides = {D, 1 << 16, 1};   // heads 65536 elements apart (and past the buffer)
     EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "key");
@@ -283,12 +286,12 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
   // nothing is read past the row (the new tokens need no blocks).
   batch_->seq_lens() = {23 + 16, 9};
   batch_->upload();
-  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "seq_lens[0] = 39");
+  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "prefix_prefill: seq_lens[0] = 39");
   batch_->seq_lens() = {23, 9};
   batch_->upload();
   batch_->block_table() = {3, 9, 6, 0};
   batch_->upload();
-  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "block_table[0, 1] = 9");
+  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "prefix_prefill: block_table[0, 1] = 9");
 }
 
 }  // namespace

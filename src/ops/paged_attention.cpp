@@ -94,7 +94,7 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
     if (len < 0) fail("seq_lens[" + std::to_string(s) + "] = " + std::to_string(len) + ", expected >= 0");
     if (len > 0 && q1 - q0 > len)
       fail("query_len of sequence " + std::to_string(s) + " = " + std::to_string(q1 - q0) + " exceeds seq_lens[" +
-           std::to_string(s) + "] = " + std::to_string(len) + " (the new tokens must already be in the cache)");
+           std::to_string(s) + "] = " + std::to_string(len) + " (seq_len counts the new tokens too)");
     longest = std::max(longest, q1 - q0);
   }
   return static_cast<uint32_t>(longest);

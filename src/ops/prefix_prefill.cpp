@@ -10,6 +10,7 @@
 #include "schedule/paged_attention_schedule.hpp"
 
 #include <algorithm>
+#include <string_view>
 #include <cstdint>
 #include "paged_attention_plan.hpp"
 
@@ -22,6 +23,27 @@ namespace {
 constexpr std::string_view kOp = "prefix_prefill";
 
 [[noreturn]] void fail(const std::string& what) { throw Error("prefix_prefill: " + what); }
+
+// Runs f, whose checks are paged_attention's (the plan, the views, the
+// device's reports), so that its errors name the op the caller called.
+template <class F>
+decltype(auto) as_prefix_prefill(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    constexpr std::string_view from = "paged_attention: ";
+    const std::string_view what = e.what();
+    if (!what.starts_with(from)) throw;
+    throw Error("prefix_prefill: " + std::string(what.substr(from.size())), e.vk_result());
+  }
+}
+
+// The paged-attention plan a PrefixPrefillPlan is (its errors named as prefix_prefill's).
+template <class Batch>
+PagedAttentionPlan make_plan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
+                             const Batch& batch, const PagedAttentionPlanOptions& options) {
+  return as_prefix_prefill([&] { return PagedAttentionPlan(ctx, cache, num_q_heads, q_dtype, batch, options); });
+}
 
 // The paged-attention options of a plan for num_tokens tokens: always 2
 // segments (the cached context, the new tokens), whose partial results must
@@ -45,26 +67,30 @@ PagedAttentionPlanOptions attention_options(const KvCacheConfig& cache, uint32_t
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLengths& lengths, const PrefixPrefillOptions& options)
-    : plan_(ctx, cache, num_q_heads, q_dtype, lengths,
-            attention_options(cache, num_q_heads, lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)), options)) {
+    : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, lengths,
+                      attention_options(cache, num_q_heads,
+                                        lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)),
+                                        options))) {
   plan_.data_->suffix = true;
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLimits& limits, const PrefixPrefillOptions& options)
-    : plan_(ctx, cache, num_q_heads, q_dtype, limits, attention_options(cache, num_q_heads, limits.max_num_tokens, options)) {
+    : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits, attention_options(cache, num_q_heads, limits.max_num_tokens, options))) {
   plan_.data_->suffix = true;
 }
 
 void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {
-  plan_.prepare(ctx, variants);
+  for (const auto& v : variants)
+    if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
+  as_prefix_prefill([&] { plan_.prepare(ctx, variants); });
 }
 
 void prepare_prefix_prefill(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                             std::span<const PagedAttentionVariant> variants) {
   for (const auto& v : variants)
     if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
-  prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, true);
+  as_prefix_prefill([&] { prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, true); });
 }
 
 PagedAttentionArgs PrefixPrefillArgs::attention_args() const {
@@ -113,7 +139,7 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
     check_strides(kOp, "slot_mapping", *a.slot_mapping);
   }
   const SuffixKv suffix{&a.key, &a.value, a.skip_decode};
-  record_paged_attention(ctx, plan.attention(), cache, a.attention_args(), &suffix, cmd);
+  as_prefix_prefill([&] { record_paged_attention(ctx, plan.attention(), cache, a.attention_args(), &suffix, cmd); });
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the
   // context's).
@@ -123,10 +149,13 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
 void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& args) {
   PagedAttentionArgs shape;   // what run_paged_attention_now looks at: the workspace
   shape.workspace = args.workspace;
-  run_paged_attention_now(ctx, plan.attention(), shape, [&](const PagedAttentionArgs& a, VkCommandBuffer cmd) {
-    PrefixPrefillArgs with = args;
-    with.workspace = a.workspace;
-    prefix_prefill(ctx, plan, cache, with, cmd);
+  // The device's reports too (they are paged_attention's kernels').
+  as_prefix_prefill([&] {
+    run_paged_attention_now(ctx, plan.attention(), shape, [&](const PagedAttentionArgs& a, VkCommandBuffer cmd) {
+      PrefixPrefillArgs with = args;
+      with.workspace = a.workspace;
+      prefix_prefill(ctx, plan, cache, with, cmd);
+    });
   });
 }
 
