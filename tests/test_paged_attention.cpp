@@ -724,6 +724,22 @@ TEST_F(PagedAttentionBadInput, SplitRunsNeedAWorkspace) {
 
 // ---- what the kernels check on the device: reported, never out of bounds ----
 
+// A batch with no new token dispatches nothing, but its views are still
+// checked (the engine's mistake shows on the step it makes it).
+TEST_F(PagedAttentionBadInput, ViewsAreCheckedWhenThereIsNothingToRun) {
+  DeviceBatch empty(ctx(), {0, 0}, {5}, {3}, 1);
+  PagedAttentionPlan p(ctx(), cfg_, 4, DType::f16, empty.lengths());
+  auto a = args(q({0, 4, 64}), out({0, 4, 64}));
+  a.batch = empty.view();
+  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, a));
+  a.q.buffer = BufferRef{};
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "q", "VK_NULL_HANDLE");
+  a = args(q({0, 4, 64}), out({0, 4, 64}));
+  a.batch = empty.view();
+  a.out.offset = out_.size() + 64;   // past its buffer
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "out");
+}
+
 TEST_F(PagedAttentionBadInput, BlockTableEntryOutsideTheCacheIsReported) {
   auto p = plan();
   batch_->block_table() = {3, 9, 5, 0};

@@ -430,9 +430,10 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   check_apart(kOp, outputs, inputs);
   check_apart_from_cache(kOp, outputs, cache, "an output must not share memory with the cache it reads");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
-  if (T == 0 || (sch.num_workgroups == 0 && !sch.prefill.on)) return;
 
-  // Bindings, and each view's element offset inside its own.
+  // Bindings, and each view's element offset inside its own (bind_view
+  // checks each view's buffer, Context and bounds: also when there is
+  // nothing to dispatch).
   BufferBinding bindings[abi::PA_BINDINGS - 1];
   uint32_t offsets[3] = {0, 0, 0};
   auto bind = [&](uint32_t binding, uint32_t view, const TensorView* v, const char* name) {
@@ -457,6 +458,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   bind(abi::PA_BINDING_WORKSPACE, abi::PA_VIEW_WORKSPACE, ws, "workspace");
   bind(abi::PA_BINDING_NEW_K, abi::PA_VIEW_NEW_K, suffix ? suffix->key : nullptr, "key");
   bind(abi::PA_BINDING_NEW_V, abi::PA_VIEW_NEW_V, suffix ? suffix->value : nullptr, "value");
+  if (T == 0 || (sch.num_workgroups == 0 && !sch.prefill.on)) return;
 
   const PagedAttentionParams& o = a.params;
   abi::PagedAttentionPush push{};
