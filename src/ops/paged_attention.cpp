@@ -5,6 +5,7 @@
 // PrefillKernel::on), paged_attention_reduce.comp (split-KV).
 #include <vkattn/context.hpp>
 #include <vkattn/paged_attention.hpp>
+#include <vkattn/prefix_prefill.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -376,8 +377,9 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
   record_paged_attention(ctx, plan, cache, a, nullptr, cmd);
 }
 
-void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
-                                    const PagedAttentionArgs& a, const SuffixKv* suffix, VkCommandBuffer cmd) {
+template <class Args>
+void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const Args& a,
+                                    const SuffixKv* suffix, VkCommandBuffer cmd) {
   auto& impl = ctx.impl();
   impl.check_usable(kOp);
   const auto& p = plan.data();
@@ -554,6 +556,11 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.grid_x = rgrid.x;
   record_dispatch(impl, cmd, reduce, bindings, &push, rgrid);
 }
+
+template void detail::record_paged_attention(Context&, const PagedAttentionPlan&, const PagedKvCache&,
+                                             const PagedAttentionArgs&, const SuffixKv*, VkCommandBuffer);
+template void detail::record_paged_attention(Context&, const PagedAttentionPlan&, const PagedKvCache&,
+                                             const PrefixPrefillArgs&, const SuffixKv*, VkCommandBuffer);
 
 void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const PagedAttentionArgs& args) {
   run_paged_attention_now(ctx, plan, args, [&](const PagedAttentionArgs& a, VkCommandBuffer cmd) {

@@ -29,9 +29,12 @@ struct SuffixKv {
 };
 
 // paged_attention's recording, for paged_attention (suffix null) and
-// prefix_prefill (a suffix plan and its views, checked by the caller).
-void record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache,
-                            const PagedAttentionArgs& args, const SuffixKv* suffix, VkCommandBuffer cmd);
+// prefix_prefill (a suffix plan and its views, checked by the caller). Args:
+// PagedAttentionArgs or PrefixPrefillArgs, read through the fields they share
+// (q, out, lse, batch, params, workspace), so that a step copies neither.
+template <class Args>
+void record_paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKvCache& cache, const Args& args,
+                            const SuffixKv* suffix, VkCommandBuffer cmd);
 
 // Submits `record` and waits; a split plan without args.workspace gets the
 // Context's own workspace (grown as needed, under the submit lock).

@@ -139,7 +139,7 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
     check_strides(kOp, "slot_mapping", *a.slot_mapping);
   }
   const SuffixKv suffix{&a.key, &a.value, a.skip_decode};
-  as_prefix_prefill([&] { record_paged_attention(ctx, plan.attention(), cache, a.attention_args(), &suffix, cmd); });
+  as_prefix_prefill([&] { record_paged_attention(ctx, plan.attention(), cache, a, &suffix, cmd); });
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the
   // context's).
