@@ -38,6 +38,12 @@ decltype(auto) as_prefix_prefill(F&& f) {
   }
 }
 
+// The layer variants prefix_prefill has: paged_attention's but qq_bias.
+void check_variants(std::span<const PagedAttentionVariant> variants) {
+  for (const auto& v : variants)
+    if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
+}
+
 // The paged-attention plan a PrefixPrefillPlan is (its errors named as prefix_prefill's).
 template <class Batch>
 PagedAttentionPlan make_plan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
@@ -81,15 +87,13 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
 }
 
 void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {
-  for (const auto& v : variants)
-    if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
+  check_variants(variants);
   as_prefix_prefill([&] { plan_.prepare(ctx, variants); });
 }
 
 void prepare_prefix_prefill(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                             std::span<const PagedAttentionVariant> variants) {
-  for (const auto& v : variants)
-    if (v.qq_bias) fail("a variant asks for qq_bias, which prefix_prefill does not support");
+  check_variants(variants);
   as_prefix_prefill([&] { prepare_attention_pipelines(ctx, cache, num_q_heads, q_dtype, variants, true); });
 }
 
