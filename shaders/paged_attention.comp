@@ -21,9 +21,16 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_control_flow_attributes : require
 
-#include "abi/paged_attention.h"
 #include "grid.glsl"
+#if VKA_OP_BLOCK_SPARSE
+// Block-sparse attention: its items, K/V tensors, block lists and mods.
+#include "abi/block_sparse.h"
+#include "block_sparse_io.glsl"
+#else
+#include "abi/paged_attention.h"
 #include "paged_attention_io.glsl"
+#include "paged_attention_tiles.glsl"
+#endif
 
 layout(local_size_x_id = 6) in;
 
@@ -38,7 +45,6 @@ shared float KVs[PA_BN * (PA_HEAD_SIZE + 1)];   // the K tile, then the V tile
 shared float Ss[PA_BM * PA_BN];                 // q.k, then logits, then P
 shared float Os[PA_BM * PA_HEAD_SIZE];          // O, unnormalised; element e belongs to invocation e % WG
 shared float row_alpha[PA_BM];
-shared int row_qpos[PA_BM];
 shared float row_m[PA_BM];
 shared float row_l[PA_BM];
 shared uint64_t key_block[PA_BN];               // address of each key's block in the K cache
@@ -56,7 +62,7 @@ const uint CPT_MAX = 8u;
 // Issues every load of a tile at once (its keys' blocks are in key_block /
 // value_block); the registers are consumed a phase later.
 // `src` (pa_key_source) is a constant where this is called (load_tile).
-void load_tile_from(uint src, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+void load_tile_from(uint src, PaItem it, int k0, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
   [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
     kraw[i] = uvec4(0);
     vraw[i] = uvec4(0);
@@ -64,15 +70,15 @@ void load_tile_from(uint src, int k0, int kv_end, uint kv_head, out uvec4 kraw[C
     if (i >= CPT || c >= CHUNKS) continue;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     const int k_pos = k0 + int(j);
-    if (k_pos >= kv_end) continue;
-    kraw[i] = pa_key_raw8(src, key_block[j], false, k_pos, kv_head, d);
-    vraw[i] = pa_key_raw8(src, value_block[j], true, k_pos, kv_head, d);
+    if (!pa_key_in_item(it, k_pos)) continue;
+    kraw[i] = pa_key_raw8(src, key_block[j], false, k_pos, it.kv_head, d);
+    vraw[i] = pa_key_raw8(src, value_block[j], true, k_pos, it.kv_head, d);
   }
 }
-void load_tile(uint src, int k0, int kv_end, uint kv_head, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
-  if (src == PA_SRC_CACHE) load_tile_from(PA_SRC_CACHE, k0, kv_end, kv_head, kraw, vraw);
-  else if (src == PA_SRC_SUFFIX) load_tile_from(PA_SRC_SUFFIX, k0, kv_end, kv_head, kraw, vraw);
-  else load_tile_from(PA_SRC_SUFFIX_NARROW, k0, kv_end, kv_head, kraw, vraw);
+void load_tile(uint src, PaItem it, int k0, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
+  if (src == PA_SRC_CACHE) load_tile_from(PA_SRC_CACHE, it, k0, kraw, vraw);
+  else if (src == PA_SRC_SUFFIX) load_tile_from(PA_SRC_SUFFIX, it, k0, kraw, vraw);
+  else load_tile_from(PA_SRC_SUFFIX_NARROW, it, k0, kraw, vraw);
 }
 
 void store_tile(bool suffix, bool is_value, uvec4 raw[CPT_MAX]) {
@@ -81,7 +87,7 @@ void store_tile(bool suffix, bool is_value, uvec4 raw[CPT_MAX]) {
     if (i >= CPT || c >= CHUNKS) continue;
     const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
     float x[8];
-    pa_decode_key8(suffix, raw[i], is_value ? pc.v_scale : pc.k_scale, x);
+    pa_decode_key8(suffix, raw[i], pa_decode_scale(is_value), x);
     [[unroll]] for (uint e = 0; e < 8u; ++e) KVs[j * DP + d + e] = x[e];
   }
 }
@@ -100,7 +106,6 @@ void main() {
   const PaItem it = pa_load_item(item);
   if (!it.valid) return;   // the same for the whole workgroup
 
-  if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
   for (uint i = tid; i < BM * D; i += WG) {
     const uint bits = pa_q_bits(it, i / D, i % D);
     Qs[(i / D) * DP + i % D] = (PA_Q_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits)) * pc.scale;
@@ -112,19 +117,23 @@ void main() {
 
   // Prologue: the first tile's addresses and loads.
   uvec4 kraw[CPT_MAX], vraw[CPT_MAX];
+  const int num_tiles = pa_tile_count(it);
   barrier();
-  if (tid < BN && it.kv_begin + int(tid) < it.kv_end)
-    set_key_blocks(tid, it, it.kv_begin + int(tid), pa_raw_block(it.seq, it.kv_begin + int(tid)));
+  if (num_tiles > 0) {
+    const int k = pa_tile_key0(it, 0) + int(tid);
+    if (tid < BN && pa_key_in_item(it, k)) set_key_blocks(tid, it, k, pa_raw_block(it.seq, k));
+  }
   barrier();
   const bool suffix = pa_suffix_item(it);
   const uint src = pa_key_source(it);
-  load_tile(src, it.kv_begin, it.kv_end, it.kv_head, kraw, vraw);
+  if (num_tiles > 0) load_tile(src, it, pa_tile_key0(it, 0), kraw, vraw);
 
-  for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += int(BN)) {
-    const int k1 = k0 + int(BN);   // the next tile
+  for (int t = 0; t < num_tiles; ++t) {
+    const int k0 = pa_tile_key0(it, t);
+    const int k1 = t + 1 < num_tiles ? pa_tile_key0(it, t + 1) : 0;   // the next tile
     // The next tile's block-table entry: issued now, used after S.
     int next_block = 0;
-    const bool has_next = tid < BN && k1 + int(tid) < it.kv_end;
+    const bool has_next = tid < BN && t + 1 < num_tiles && pa_key_in_item(it, k1 + int(tid));
     if (has_next) next_block = pa_raw_block(it.seq, k1 + int(tid));
     store_tile(suffix, false, kraw);
     barrier();
@@ -137,13 +146,9 @@ void main() {
     barrier();
     store_tile(suffix, true, vraw);
     if (has_next) set_key_blocks(tid, it, k1 + int(tid), next_block);
-    for (uint i = tid; i < BM * BN; i += WG) {
-      const uint r = i / BN;
-      const int q_pos = row_qpos[r];
-      Ss[i] = q_pos >= 0 ? pa_logit(it, Ss[i], r, q_pos, k0 + int(i % BN)) : VKA_NEG_INF;
-    }
+    for (uint i = tid; i < BM * BN; i += WG) Ss[i] = pa_item_logit(it, i / BN, k0 + int(i % BN), Ss[i], t);
     barrier();
-    if (k1 < it.kv_end) load_tile(src, k1, it.kv_end, it.kv_head, kraw, vraw);
+    if (t + 1 < num_tiles) load_tile(src, it, k1, kraw, vraw);
 
     // Online softmax, one invocation per row.
     if (tid < BM) {

@@ -26,13 +26,16 @@
 // memory on the KHR path (each lane owns half a row there, as in the decode
 // kernel).
 //
-// Tiles no row of the item sees are never visited (the item's key range).
-// A subgroup skips the products of tiles none of its rows sees, and tiles
-// all its rows see whole run without masks when the layer has no per-element
-// logit terms (softcap, ALiBi, qq_bias).
+// The op (paged attention, or block-sparse attention with VKA_OP_BLOCK_SPARSE)
+// gives the item, its tiles and their keys' logits: paged_attention_tiles.glsl
+// says what it provides. Tiles no row of the item sees are never visited. A
+// subgroup skips the products of tiles none of its rows sees, and tiles all
+// its rows see whole run without masks when the op has no per-element logit
+// terms there.
 //
 // The K/V tile's values come through kv_source.glsl: the paged cache, or for
-// prefix prefill's segment 1 the new tokens' K/V views.
+// prefix prefill's segment 1 the new tokens' K/V views, or block-sparse
+// attention's K/V tensors.
 // Non-finite V values: attention_nonfinite.glsl.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -49,13 +52,22 @@
 #extension GL_NV_cooperative_matrix2 : require
 #endif
 
-#include "abi/paged_attention.h"
 #include "grid.glsl"
 #define PA_PREFILL_KERNEL 1
+#if VKA_OP_BLOCK_SPARSE
+// Block-sparse attention: its items, K/V tensors, block lists and mods.
+#include "abi/block_sparse.h"
+#include "block_sparse_io.glsl"
+#include "matrix_element.glsl"
+#include "block_sparse_nonfinite.glsl"
+#else
+#include "abi/paged_attention.h"
 #include "paged_attention_io.glsl"
 #include "matrix_element.glsl"
 #include "attention_nonfinite.glsl"
 #include "kv_source.glsl"
+#include "paged_attention_tiles.glsl"
+#endif
 
 layout(local_size_x_id = 6) in;
 
@@ -73,7 +85,6 @@ const uint V_AT = PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE);   // the V tile's first uve
 // the host picks BC so).
 const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
 const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
-const bool LOGIT_TERMS = PA_HAS_SOFTCAP != 0u || PA_HAS_ALIBI != 0u || PA_HAS_QQ_BIAS != 0u;
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
@@ -166,16 +177,13 @@ bool zero_staged_nonfinite() {
   return any;
 }
 
-// The logit of score s (q.k, unscaled) for the subgroup's row r at key k.
-float masked_logit(uint r, int k, float s) {
-  const uint row = g_row0 + r;
-  const int q_pos = pa_row_position(g_it, row);
-  if (q_pos < 0 || k < g_it.kv_begin) return VKA_NEG_INF;
-  return pa_logit(g_it, s * g_scale, row, q_pos, k);
-}
+// The logit of score s (q.k, unscaled) for the subgroup's row r at key k of tile t.
+float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g_row0 + r, k, s * g_scale, t); }
 
 #if VKATTN_PATH == 2
-float cm_logit(const in uint r, const in uint c, const in float s, const in int k0) { return masked_logit(r, k0 + int(c), s); }
+float cm_logit(const in uint r, const in uint c, const in float s, const in int k0, const in int t) {
+  return masked_logit(r, k0 + int(c), s, t);
+}
 float cm_max(const in float a, const in float b) { return max(a, b); }
 float cm_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
 // exp(a - b), 0 when a is -inf (a row that has seen no key).
@@ -196,19 +204,10 @@ void main() {
   if (!g_it.valid) return;   // the same for the whole workgroup
   g_row0 = 16u * warp;
   g_scale = pa_score_scale(g_it);
-  const int a0 = g_it.kv_begin & ~15;
-  const int num_tiles = g_it.kv_end > a0 ? (g_it.kv_end - a0 + int(BC) - 1) / int(BC) : 0;
-  int seen_lo, seen_hi;
-  seen_by_every_row(g_it, seen_lo, seen_hi);
-
-  // This subgroup's rows: which keys all of them see, which some of them do.
+  const int num_tiles = pa_tile_count(g_it);
+  pa_tiles_setup(g_it);
+  pa_subgroup_setup(g_it, g_row0);   // this subgroup's rows
   const bool has_rows = g_row0 < g_it.row_count;
-  const uint last_row = has_rows ? min(g_row0 + 15u, g_it.row_count - 1u) : 0u;
-  const bool all_rows = g_row0 + 16u <= g_it.row_count;
-  const int w_first = has_rows ? pa_row_position(g_it, g_row0) : -1;
-  const int w_last = has_rows ? pa_row_position(g_it, last_row) : -1;
-  const int w_lo = PA_HAS_WINDOW != 0u ? w_last - pc.sliding_window + 1 : 0;        // seen by every row from here
-  const int w_reach = PA_HAS_WINDOW != 0u ? w_first - pc.sliding_window + 1 : 0;    // seen by some row from here
 
   if (tid == 0u) wg_flags[0] = 0u;
   pa_load_chunk_bases();
@@ -241,34 +240,41 @@ void main() {
   uvec4 kraw[8], vraw[8];
   // Tiles 0 and 1 located, tile 0 staged. In the loop, tile t + 1's loads
   // and tile t + 2's lookup are in flight while tile t computes.
-  locate_tile(a0, tile_entry(a0), 0u);
-  if (num_tiles > 1) locate_tile(a0 + int(BC), tile_entry(a0 + int(BC)), 1u);
+  {
+    const int first = pa_tile_key0(g_it, 0);
+    locate_tile(first, tile_entry(first), 0u);
+    if (num_tiles > 1) {
+      const int second = pa_tile_key0(g_it, 1);
+      locate_tile(second, tile_entry(second), 1u);
+    }
+  }
   barrier();
   if (num_tiles > 0) {
-    load_tile(a0, 0u, false, kraw);
-    load_tile(a0, 0u, true, vraw);
+    load_tile(pa_tile_key0(g_it, 0), 0u, false, kraw);
+    load_tile(pa_tile_key0(g_it, 0), 0u, true, vraw);
     store_tile(kraw, 0u);
     store_tile(vraw, V_AT);
   }
   barrier();
   for (int t = 0; t < num_tiles; ++t) {
-    const int k0 = a0 + t * int(BC);
+    const int k0 = pa_tile_key0(g_it, t);
+    const int k1 = t + 1 < num_tiles ? pa_tile_key0(g_it, t + 1) : 0;
+    const int k2 = t + 2 < num_tiles ? pa_tile_key0(g_it, t + 2) : 0;
     const bool more = t + 1 < num_tiles;
-    if (partly_seen(k0, int(BC), seen_lo, seen_hi)) {
+    if (pa_tile_partly_seen(g_it, t, k0)) {
       // Some row sees part of the tile: non-finite V values must not reach
       // the rows that do not see them.
       if (zero_staged_nonfinite()) staged_nonfinite = true;
       barrier();
     }
     if (more) {   // in flight during this tile's products
-      load_tile(k0 + int(BC), uint(t + 1) % 2u, false, kraw);
-      load_tile(k0 + int(BC), uint(t + 1) % 2u, true, vraw);
+      load_tile(k1, uint(t + 1) % 2u, false, kraw);
+      load_tile(k1, uint(t + 1) % 2u, true, vraw);
     }
-    const int ahead = t + 2 < num_tiles ? tile_entry(k0 + 2 * int(BC)) : -1;
+    const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
-    const bool skip = !has_rows || k0 > w_last || k0 + int(BC) - 1 < w_reach;
-    const bool whole = !LOGIT_TERMS && all_rows && k0 >= g_it.kv_begin && k0 + int(BC) <= g_it.kv_end &&
-                       k0 + int(BC) - 1 <= w_first && k0 >= w_lo;
+    const bool skip = pa_subgroup_skips(g_it, t, k0);
+    const bool whole = pa_subgroup_whole(g_it, t, k0);
 
     // S = Q K^T, one 16-wide head slice of Q at a time.
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
@@ -291,7 +297,7 @@ void main() {
     if (!skip) {
 #define LOGITS(c)                                                                                   \
       if (whole) s##c = s##c * g_scale;                                                             \
-      else coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c);
+      else coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
       EACH_KEY_SLICE(LOGITS)
       MatS tile_max;
       coopMatReduceNV(tile_max, s0, gl_CooperativeMatrixReduceRowNV, cm_max);
@@ -328,7 +334,7 @@ void main() {
       [[unroll]] for (uint i = 0; i < 32u; ++i) {
         if (i >= BC / 2u) break;
         const float s = s_tile[s_at + my_row * BC + my_c0 + i];
-        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s);
+        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);
         tile_max = max(tile_max, x[i]);
       }
       tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
@@ -366,7 +372,7 @@ void main() {
       EACH_SLICE(PV_FOR)
     }
     // Tile t + 2's addresses replace tile t's, whose loads were issued last tile.
-    if (t + 2 < num_tiles) locate_tile(k0 + 2 * int(BC), ahead, uint(t) % 2u);
+    if (t + 2 < num_tiles) locate_tile(k2, ahead, uint(t) % 2u);
     barrier();   // every subgroup is done with this tile
     if (more) {
       store_tile(kraw, 0u);
@@ -405,7 +411,7 @@ void main() {
   for (uint e = lane; e < 256u; e += 32u) {                                                        \
     const uint r = e / 16u, d = 16u * j + e % 16u;                                                 \
     float o = uintBitsToFloat(kv_stage[o_at + e / 4u][e % 4u]) * v_scale;                          \
-    if (fix) o += nonfinite_term(g_it, g_row0 + r, d, a0, int(BC));                                \
+    if (fix) o += pa_item_nonfinite_term(g_it, g_row0 + r, d);                                     \
     pa_write_result(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r]);        \
   }                                                                                                \
   subgroup_sync();

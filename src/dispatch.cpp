@@ -36,6 +36,8 @@ BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string
   return {{view.buffer.buffer, start, range}, static_cast<uint32_t>(elem)};
 }
 
+BufferBinding placeholder_binding(const ContextImpl& impl) { return {impl.status.buffer, 0, kStatusSlotBytes}; }
+
 Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {
   const auto& lim = impl.caps.max_workgroup_count;
   Grid g;

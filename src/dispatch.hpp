@@ -28,6 +28,9 @@ struct BoundView {
 };
 BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string_view op, std::string_view name);
 
+// A binding for an absent optional view: the status words, never read there.
+BufferBinding placeholder_binding(const ContextImpl& impl);
+
 // Workgroup grid for `count` workgroups. Dimension x is capped at the device's
 // limit (65535 on some devices) and the rest folds into y; shaders rebuild the
 // linear index as gl_WorkGroupID.y * grid_x + gl_WorkGroupID.x and skip ids >= count.

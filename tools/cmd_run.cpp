@@ -6,6 +6,7 @@
 
 #include "bench/ceilings.hpp"
 #include "commands.hpp"
+#include "runners/block_sparse_runner.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "runners/write_kv_cache_runner.hpp"
 #include "serve/serving_loop.hpp"
@@ -20,7 +21,9 @@ int report(const Context& ctx, const RunResult& r, const char* kernel) {
               std::string(path_name(ctx.path_for(kernel))).c_str());
   std::printf("max abs error %.3g, max rel error %.3g\n", r.max_abs_err, r.max_rel_err);
   std::printf("tolerance: %s\n", r.tolerance.c_str());
-  if (r.gpu_us > 0)
+  if (r.gpu_us > 0 && r.flops > 0)
+    std::printf("time %.2f us (median GPU time), %.1f TFLOP/s\n", r.gpu_us, r.flops / (r.gpu_us * 1e6));
+  else if (r.gpu_us > 0)
     std::printf("time %.2f us (median GPU time), %.1f GB/s\n", r.gpu_us, r.bytes / (r.gpu_us * 1e3));
   else
     std::printf("time: not measured (--repeat 0, or no timestamp queries on this queue)\n");
@@ -46,7 +49,7 @@ std::function<void()> spin_up_before_timing(Context& ctx) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention", "prefix-prefill"};
+  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention", "prefix-prefill", "block-sparse"};
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: vkattn run OP [flags]\n"
                  "ops:\n"
@@ -54,6 +57,7 @@ int cmd_run(const std::vector<std::string>& args) {
                  "  write-kv-cache    scatter K/V tokens into a paged cache\n"
                  "  paged-attention   attention of a varlen batch over a paged cache (decode, prefill, split-KV)\n"
                  "  prefix-prefill    new tokens over a cached prefix (paged) and causally over their own K/V tensors\n"
+                 "  block-sparse      FlexAttention-style block-sparse attention: block masks, mask and score mods\n"
                  "`vkattn run OP --help` lists the op's flags.\n";
     return args.empty() ? 2 : 0;
   }
@@ -96,6 +100,55 @@ int cmd_run(const std::vector<std::string>& args) {
     return run_and_report(dev, "paged_attention", [&](Context& ctx) {
       c.before_timing = spin_up_before_timing(ctx);
       return run_paged_attention(ctx, c);
+    });
+  }
+  if (op == "block-sparse") {
+    cli::Flags f("vkattn run block-sparse",
+                 "Block-sparse attention (FlexAttention's contract) with a block mask built from the mask mods, checked "
+                 "against the float64 reference");
+    DeviceFlags dev(f);
+    BlockSparseCase c;
+    auto& batch = f.add_int("batch", c.batch, "batch", 1, 65535);
+    auto& kv_batch = f.add_int("kv-batch", 0, "K/V batch: 0 = --batch, 1 = broadcast", 0, 1);
+    auto& q_heads = f.add_int("q-heads", c.q_heads, "query heads", 1, 1024);
+    auto& kv_heads = f.add_int("kv-heads", c.kv_heads, "K/V heads (must divide --q-heads)", 1, 1024);
+    auto& head_size = f.add_int("head-size", c.head_size, "head size (multiple of 16, 16..256)", 16, 256);
+    auto& q_len = f.add_int("q-len", c.q_len, "query length Lq", 0, 1 << 24);
+    auto& kv_len = f.add_int("kv-len", c.kv_len, "key length Lkv", 0, 1 << 24);
+    auto& q_block = f.add_int("q-block", c.q_block, "the mask's q block size", 1, 32768);
+    auto& kv_block = f.add_int("kv-block", c.kv_block, "the mask's kv block size", 1, 32768);
+    auto& mask = f.add_string("mask", c.mask,
+                              "mask mods, comma-separated, all must admit a pair: causal, window:N, document:N, prefix:N "
+                              "(prefix-LM), random:DENSITY (random blocks), full");
+    auto& score = f.add_string("score", "", "score mods, comma-separated: softcap:C, alibi, relbias, bias");
+    auto& mask_heads = f.add_int("mask-heads", 1, "the mask's head extent Sh (1 or --q-heads)", 1, 65535);
+    auto& dtype = f.add_choice("dtype", "f16", {"f16", "bf16"}, "q, K and V dtype");
+    auto& out_dtype = f.add_choice("out-dtype", "f16", {"f16", "bf16", "f32"}, "output dtype");
+    auto& lse = f.add_bool("lse", false, "also write and check the LSE and the row max");
+    auto& seed = f.add_int("seed", 1, "random seed", 0);
+    auto& reps = f.add_int("repeat", 20, "timed repetitions (0: none)", 0, 100000);
+    f.parse(rest);
+    if (f.help_requested()) { std::cout << f.help(); return 0; }
+    c.batch = uint32_t(batch);
+    c.kv_batch = uint32_t(kv_batch);
+    c.q_heads = uint32_t(q_heads);
+    c.kv_heads = uint32_t(kv_heads);
+    c.head_size = uint32_t(head_size);
+    c.q_len = uint32_t(q_len);
+    c.kv_len = uint32_t(kv_len);
+    c.q_block = uint32_t(q_block);
+    c.kv_block = uint32_t(kv_block);
+    c.mask = mask;
+    c.score = score;
+    c.mask_heads = uint32_t(mask_heads);
+    c.dtype = parse_dtype(dtype);
+    c.out_dtype = parse_dtype(out_dtype);
+    c.lse = c.row_max = lse;
+    c.seed = uint64_t(seed);
+    c.timing_repetitions = uint32_t(reps);
+    return run_and_report(dev, "block_sparse", [&](Context& ctx) {
+      c.before_timing = spin_up_before_timing(ctx);
+      return run_block_sparse(ctx, c);
     });
   }
   if (op == "serve") {

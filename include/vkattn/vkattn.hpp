@@ -2,6 +2,7 @@
 #pragma once
 #include <vkattn/bench_kernels.hpp>
 #include <vkattn/block_allocator.hpp>
+#include <vkattn/block_sparse.hpp>
 #include <vkattn/buffer.hpp>
 #include <vkattn/capabilities.hpp>
 #include <vkattn/capability_report.hpp>

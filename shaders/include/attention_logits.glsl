@@ -7,6 +7,10 @@
 #define VKATTN_ATTENTION_LOGITS_GLSL
 #include "online_softmax.glsl"
 
+// softcap * tanh(s / softcap). tanh through exp overflows to inf/inf for
+// large arguments on some drivers; |x| >= 10 is +-1 in f32 anyway.
+float vka_softcap(float s, float softcap) { return softcap * tanh(clamp(s / softcap, -10.0, 10.0)); }
+
 struct VkaLogitParams {
   bool has_softcap;
   float softcap;
@@ -23,9 +27,7 @@ struct VkaLogitParams {
 float vka_logit(float s, VkaLogitParams p, int q_pos, int k_pos, int k_end, float qq_bias) {
   if (k_pos >= k_end || k_pos > q_pos) return VKA_NEG_INF;
   if (p.has_window && q_pos - k_pos >= p.window) return VKA_NEG_INF;
-  // tanh through exp overflows to inf/inf for large arguments on some drivers;
-  // |x| >= 10 is +-1 in f32 anyway.
-  if (p.has_softcap) s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+  if (p.has_softcap) s = vka_softcap(s, p.softcap);
   if (p.has_alibi) s += p.alibi_slope * float(k_pos - p.ctx);
   return s + qq_bias;
 }

@@ -43,9 +43,7 @@ float nonfinite_term(PaItem it, uint r, uint d, int a0, int tile_keys) {
     const uint64_t at = pa_key_at(it, true, k, suffix ? 0 : pa_raw_block(it.seq, k));
     float x[8];
     pa_decode_key8(suffix, pa_key_raw8(pa_key_source(it), at, true, k, it.kv_head, d & ~7u), 1.0, x);
-    const float v = float(ELEM(x[d % 8u]));   // as it was staged
-    if (!isinf(v) && !isnan(v)) continue;
-    val = isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
+    val = elem_nonfinite_sum(val, float(ELEM(x[d % 8u])));   // as it was staged
   }
   return val;
 }

@@ -46,6 +46,13 @@ uvec4 elem8_from_raw(uvec4 raw) {
 // dtype, which is the element type.
 uvec4 elem8_from_key(bool suffix, uvec4 raw) { return PA_KV_SUFFIX != 0u && suffix ? raw : elem8_from_raw(raw); }
 
+// The sum of non-finite values so far (0: none yet) with value v, as IEEE
+// sums combine them: finite values add nothing; +Inf and -Inf give NaN.
+float elem_nonfinite_sum(float val, float v) {
+  if (!isinf(v) && !isnan(v)) return val;
+  return isnan(val) || isnan(v) ? v + val : val == 0.0 ? v : val == v ? val : uintBitsToFloat(0x7FC00000u);
+}
+
 // h (eight ELEMs) with its non-finite values (exponent all ones) replaced by 0.
 uvec4 elem8_finite_or_zero(uvec4 h) {
   const uvec4 lo = mix(uvec4(0xFFFFu), uvec4(0u), equal(h & ELEM_EXPONENT, uvec4(ELEM_EXPONENT)));

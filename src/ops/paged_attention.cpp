@@ -343,9 +343,6 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
 
 namespace {
 
-// A binding for an absent optional view: the status words, never read there.
-BufferBinding placeholder(const ContextImpl& impl) { return {impl.status.buffer, 0, kStatusSlotBytes}; }
-
 void check_params(const PagedAttentionParams& o, uint32_t num_q_heads, uint32_t max_query_len) {
   if (!(o.scale > 0) || !std::isfinite(o.scale)) fail("scale = " + std::to_string(o.scale) + ", expected a finite value > 0");
   if (o.sliding_window < 0) fail("sliding_window = " + std::to_string(o.sliding_window) + ", expected 0 (none) or > 0");
@@ -441,7 +438,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   auto bind = [&](uint32_t binding, uint32_t view, const TensorView* v, const char* name) {
     BufferBinding& to = bindings[binding - 1];
     if (!v) {
-      to = placeholder(impl);
+      to = placeholder_binding(impl);
       return;
     }
     const BoundView bv = bind_view(impl, *v, kOp, name);

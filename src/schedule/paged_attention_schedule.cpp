@@ -124,12 +124,15 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
   return st.even() ? 2 : usual;
 }
 
-Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
+bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn) {
   const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size);
-  auto fits = [&](uint32_t nw, uint32_t bn) {
-    return PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn >= 16 * nw &&
-           2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
-  };
+  return head_size <= 128 && bn % 16 == 0 && bn <= 64 && PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory &&
+         2 * bn >= 16 * nw && 2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
+}
+
+Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
+  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0;
+  auto fits = [&](uint32_t nw, uint32_t bn) { return prefill_tile_fits(dev, head_size, nw, bn); };
   // Registers per invocation: O head_size / 2, Q head_size / 8, the next
   // tile's loads bn * head_size / (4 * 32 * nw), S and P 3 * bn / 4. Up to
   // head size 128 that is near the limit of 255; head size 256 stays on the

@@ -77,6 +77,10 @@ Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_
 // rows in 4 subgroups and 64 or 32 keys by head size. {0, 0, 0} where no tile
 // fits (its shared memory, PP_SHARED_BYTES, or head size 256's registers).
 Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
+// Whether the prefill kernel can run nw subgroups (16 rows each) with K/V
+// tiles of bn keys for this head size: its shared memory (PP_SHARED_BYTES),
+// the layout rules abi/paged_attention.h states, and its registers.
+bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_t nw, uint32_t bn);
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);

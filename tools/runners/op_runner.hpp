@@ -12,6 +12,7 @@ struct RunResult {
   std::string failure;        // first mismatch, when !pass
   double gpu_us = 0;          // median GPU time of the op
   double bytes = 0;           // bytes the op must move
+  double flops = 0;           // or, for an op bound by arithmetic, the FLOPs it must do
   std::string summary;        // one line describing the case
 };
 

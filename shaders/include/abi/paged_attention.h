@@ -155,7 +155,11 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
   X(3, PC_ONE_TILE_PER_SEQ, 0)        \
   X(4, PC_WORKGROUP_SIZE, 64)
 
+// Block-sparse attention builds the same kernels with its own push constants
+// and a superset of these spec constants (abi/block_sparse.h).
+#if defined(__cplusplus) || !defined(VKA_OP_BLOCK_SPARSE)
 VKA_PUSH_STRUCT(PagedAttentionPush, PAGED_ATTENTION_PUSH)
+#endif
 // C++ sees every kernel's constants; a shader declares only its own (their ids overlap).
 #if defined(__cplusplus) || defined(VKATTN_PAGED_ATTENTION_REDUCE)
 VKA_SPEC_STRUCT(PagedAttentionReduceSpec, PAGED_ATTENTION_REDUCE_SPEC)
@@ -163,7 +167,7 @@ VKA_SPEC_STRUCT(PagedAttentionReduceSpec, PAGED_ATTENTION_REDUCE_SPEC)
 #if defined(__cplusplus) || defined(VKATTN_PAGED_ATTENTION_CHECK)
 VKA_SPEC_STRUCT(PagedAttentionCheckSpec, PAGED_ATTENTION_CHECK_SPEC)
 #endif
-#if defined(__cplusplus) || (!defined(VKATTN_PAGED_ATTENTION_REDUCE) && !defined(VKATTN_PAGED_ATTENTION_CHECK))
+#if defined(__cplusplus) || (!defined(VKATTN_PAGED_ATTENTION_REDUCE) && !defined(VKATTN_PAGED_ATTENTION_CHECK) && !defined(VKA_OP_BLOCK_SPARSE))
 VKA_SPEC_STRUCT(PagedAttentionSpec, PAGED_ATTENTION_SPEC)
 #endif
 #ifdef __cplusplus

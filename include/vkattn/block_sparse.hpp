@@ -1,0 +1,125 @@
+// Block-sparse attention with FlexAttention's contract (reference kernel 004,
+// PyTorch's flex_attention forward): a block mask lists, for each q block of
+// each (batch, head), the kv blocks to visit, partial ones (the mask mod
+// decides per pair) and full ones (every pair counts); score mods change the
+// scores of both.
+//
+// Semantics, for batch b, q head h (kv head h / (Hq / Hkv), K/V batch b, or 0
+// when K/V have batch 1) and query q_idx:
+//   the mask row is (b % Sz, h % Sh, q_idx / q_block_size);
+//   key kv_idx < Lkv of a listed partial block counts when the mask mods
+//   admit (b, h, q_idx, kv_idx); every key < Lkv of a listed full block counts;
+//   score = scale * q.k, then the score mods;
+//   out = softmax over the counted keys (a block listed twice counts twice)
+//   times V; lse = log(sum exp(score)) and row_max = the largest score, in
+//   natural log. A row with no counted key gives out 0, lse and row_max -inf.
+//
+// Built-in mods, combinable (BlockSparseMods): causal, sliding window,
+// prefix-LM and document masks; softcap, ALiBi, a relative-position bias
+// table and an additive bias buffer. q_pos = q_idx + q_offset is the
+// query's position among the keys (q_offset defaults to Lkv - Lq: the
+// queries are the sequence's last positions).
+//
+// Kernels: the paged-attention kernels' core with a block-list tile walk
+// (shaders/include/block_sparse_io.glsl): the prefill kernel on the matrix
+// paths (head sizes up to 128, subgroups of 32), the scalar kernel elsewhere.
+//
+// Lifetimes and threads: nothing here owns device objects; the views are
+// read when the recorded work runs. Calls on one Context may come from
+// several threads (pipelines are created under the Context's lock); the
+// recorded form owes the barriers ops.hpp states.
+#pragma once
+#include <vkattn/context.hpp>
+#include <vkattn/tensor.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace vkattn {
+
+// FlexAttention's BlockMask, on the device (i32, contiguous).
+struct BlockMask {
+  TensorView kv_num_blocks;                       // [Sz, Sh, q_blocks], q_blocks = ceil(Lq / q_block_size)
+  TensorView kv_indices;                          // [Sz, Sh, q_blocks, kv_blocks]
+  std::optional<TensorView> full_kv_num_blocks;   // as kv_num_blocks, or none
+  std::optional<TensorView> full_kv_indices;      // as kv_indices, or none (both or neither)
+  // Multiples of the kernel's tiles: q_block_size of 32 and kv_block_size of
+  // 32 on every path (16 suffices for some head sizes on the scalar path);
+  // at most 32768.
+  uint32_t q_block_size = 128, kv_block_size = 128;
+};
+
+// Built-in mask mods (bits).
+enum BlockSparseMask : uint32_t {
+  kMaskCausal = 1,     // kv_idx <= q_pos
+  kMaskWindow = 2,     // q_pos - kv_idx < window (one-sided: with causal, the window before q)
+  kMaskPrefix = 4,     // kv_idx < prefix_len (prefix-LM: any of causal | prefix)
+  kMaskDocument = 8,   // document_ids[q_pos] == document_ids[kv_idx]
+};
+// Built-in score mods (bits), applied in this order.
+enum BlockSparseScore : uint32_t {
+  kScoreSoftcap = 1,   // softcap * tanh(score / softcap)
+  kScoreAlibi = 2,     // + alibi_slopes[h] * (kv_idx - q_pos)
+  kScoreRelBias = 4,   // + rel_bias[h][kv_idx - q_idx + Lq - 1]
+  kScoreBias = 8,      // + bias[h][q_idx][kv_idx]
+};
+
+// Which mods a layer uses: part of its pipeline (prepare them all before the
+// first step). A pair of a partial block counts when every mask of `all`
+// admits it (if `all` has any) or some mask of `any` does; with both empty,
+// every pair of a partial block counts (the block mask alone decides).
+struct BlockSparseMods {
+  uint32_t all = 0;     // BlockSparseMask bits
+  uint32_t any = 0;     // BlockSparseMask bits
+  uint32_t score = 0;   // BlockSparseScore bits
+};
+
+// The mods' values: each is required exactly when its mod is on.
+struct BlockSparseModValues {
+  int32_t window = 0;                       // kMaskWindow, >= 1
+  int32_t prefix_len = 0;                   // kMaskPrefix, >= 0
+  float softcap = 0;                        // kScoreSoftcap, > 0
+  std::optional<TensorView> alibi_slopes;   // kScoreAlibi: [Hq] f32
+  std::optional<TensorView> document_ids;   // kMaskDocument: [Lkv] i32
+  std::optional<TensorView> rel_bias;       // kScoreRelBias: [Hq, Lq + Lkv - 1] f32
+  std::optional<TensorView> bias;           // kScoreBias: [Hq, Lq, Lkv] f32
+};
+
+struct BlockSparseArgs {
+  TensorView q;     // [B, Hq, Lq, Dqk] f16 or bf16, last dim contiguous, any other strides
+  TensorView k;     // [Bkv, Hkv, Lkv, Dqk], q's dtype; Bkv = B or 1 (broadcast)
+  TensorView v;     // [Bkv, Hkv, Lkv, Dv], q's dtype
+  TensorView out;   // [B, Hq, Lq, Dv] f16, bf16 or f32
+  std::optional<TensorView> lse;       // [B, Hq, Lq] f32, contiguous
+  std::optional<TensorView> row_max;   // [B, Hq, Lq] f32, contiguous
+  BlockMask mask;
+  BlockSparseMods mods;
+  BlockSparseModValues values;
+  float scale = 0;                     // 0: 1 / sqrt(Dqk)
+  std::optional<int32_t> q_offset;     // default Lkv - Lq
+};
+
+// What a layer's pipeline depends on, for prepare.
+struct BlockSparseVariant {
+  DType q_dtype = DType::f16, out_dtype = DType::f16;
+  uint32_t num_q_heads = 0, num_kv_heads = 0, head_size = 0;
+  uint32_t q_block_size = 128, kv_block_size = 128;
+  BlockSparseMods mods;
+  bool lse = false, row_max = false;
+};
+
+// Creates the pipelines these variants need (before the first step).
+// Throws vkattn::Error for a variant the kernels cannot run.
+void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants);
+
+// Records the attention into `cmd` (no submission, no allocation once
+// prepared). Throws vkattn::Error (what was wrong, what was expected) for bad
+// arguments before recording anything. Block lists are read on the device:
+// a count above kv_blocks or an index outside the keys is kept in bounds and
+// reported through the Context's status (Context::check_device_status).
+void block_sparse_attention(Context& ctx, const BlockSparseArgs& args, VkCommandBuffer cmd);
+// Runs it on the Context's queue and waits.
+void block_sparse_attention(Context& ctx, const BlockSparseArgs& args);
+
+}  // namespace vkattn

@@ -1,0 +1,229 @@
+// Block-sparse attention's side of the tiled kernels (paged_prefill.comp,
+// paged_attention.comp): the same functions paged_attention_io.glsl,
+// kv_source.glsl and paged_attention_tiles.glsl give the paged op, for
+// FlexAttention's contract (abi/block_sparse.h):
+//   the work item: PA_BM query rows of one (batch, q head) inside one q block;
+//   Q and the output: [B, Hq, L, D] tensors, any strides;
+//   the K/V source: [Bkv, Hkv, Lkv, D] tensors in q's dtype (the paged
+//     op's suffix loads, PA_SRC_SUFFIX), Bkv = 1 broadcast by a zero stride;
+//   the tile walk: the mask row's partial blocks, then its full blocks, each
+//     kv_block / PA_BN tiles; an index outside the keys is reported and its
+//     tiles read nothing;
+//   logits: the mods of block_sparse_mods.glsl (masks in partial blocks only);
+//   results: out, LSE and the row max (natural log, FlexAttention's units).
+// Include after abi/block_sparse.h (built with VKA_OP_BLOCK_SPARSE).
+#ifndef VKATTN_BLOCK_SPARSE_IO_GLSL
+#define VKATTN_BLOCK_SPARSE_IO_GLSL
+#ifndef PA_PREFILL_KERNEL
+#define PA_PREFILL_KERNEL 0
+#endif
+#include "number_formats.glsl"
+#include "online_softmax.glsl"
+#include "status.glsl"
+
+const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
+const bool PA_FP8_CACHE = false;   // K/V are q's dtype (PA_CACHE_DTYPE = PA_Q_DTYPE)
+
+layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t q16[]; };
+layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut16 { uint16_t out16[]; };
+layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut32 { float out32[]; };
+layout(set = 0, binding = BS_BINDING_LSE, std430) writeonly buffer BsLse { float lse_out[]; };
+layout(set = 0, binding = BS_BINDING_ROW_MAX, std430) writeonly buffer BsRowMax { float row_max_out[]; };
+layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsK16 { uint16_t k16[]; };
+layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsKVec { uvec4 k_vec[]; };
+layout(set = 0, binding = BS_BINDING_V, std430) readonly buffer BsV16 { uint16_t v16[]; };
+layout(set = 0, binding = BS_BINDING_V, std430) readonly buffer BsVVec { uvec4 v_vec[]; };
+layout(set = 0, binding = BS_BINDING_KV_NUM_BLOCKS, std430) readonly buffer BsKvNum { int bs_kv_num_blocks[]; };
+layout(set = 0, binding = BS_BINDING_KV_INDICES, std430) readonly buffer BsKvIdx { int bs_kv_indices[]; };
+layout(set = 0, binding = BS_BINDING_FULL_NUM_BLOCKS, std430) readonly buffer BsFullNum { int bs_full_num_blocks[]; };
+layout(set = 0, binding = BS_BINDING_FULL_INDICES, std430) readonly buffer BsFullIdx { int bs_full_indices[]; };
+
+// Element offset of view v (binding v + 1) inside its binding.
+uint bs_view_offset(uint v) {
+  const uint w = v < 4u ? pc.view_offsets0 : v < 8u ? pc.view_offsets1 : v < 12u ? pc.view_offsets2 : pc.view_offsets3;
+  return (w >> (8u * (v % 4u))) & 0xFFu;
+}
+
+#include "block_sparse_mods.glsl"
+
+struct PaItem {
+  uint b, h, kv_head;        // batch, q head, its kv head
+  uint row_start, row_count;  // query rows [row_start, row_start + row_count)
+  uint list;                  // the mask row's first index-list entry
+  int partial, full;          // its partial and full blocks
+  uint seq;                   // unused (the paged op's sequence)
+  bool valid;
+};
+
+uint bs_q_block() { return pc.block_sizes & 0xFFFFu; }
+uint bs_kv_block() { return pc.block_sizes >> 16; }
+uint bs_kv_block_count() { return (pc.kv_len + bs_kv_block() - 1u) / bs_kv_block(); }
+
+// A block count as the lists hold it, kept within [0, kv_blocks] (reported otherwise).
+int bs_checked_count(int n, uint row) {
+  if (n < 0 || uint(n) > pc.kv_blocks) {
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, row, pc.kv_blocks, uint(n));
+    return clamp(n, 0, int(pc.kv_blocks));
+  }
+  return n;
+}
+
+// Work item wg: q tile (slowest), batch, q head. Later q tiles first (the
+// kernels run items from the last): under causal masks they hold more blocks.
+PaItem pa_load_item(uint wg) {
+  PaItem it;
+  const uint bh = wg % (pc.batch * PA_NUM_Q_HEADS);
+  const uint tile = wg / (pc.batch * PA_NUM_Q_HEADS);
+  it.b = bh / PA_NUM_Q_HEADS;
+  it.h = bh % PA_NUM_Q_HEADS;
+  it.kv_head = it.h / PA_GQA;
+  it.seq = 0u;
+  it.row_start = tile * PA_BM;
+  it.valid = it.row_start < pc.q_len;
+  it.row_count = it.valid ? min(PA_BM, pc.q_len - it.row_start) : 0u;
+  const uint sz = pc.mask_extents & 0xFFFFu, sh = pc.mask_extents >> 16;
+  const uint qb = it.row_start / bs_q_block();   // the host keeps PA_BM dividing q_block
+  const uint row = ((it.b % sz) * sh + it.h % sh) * pc.q_blocks + qb;
+  it.list = row * pc.kv_blocks;
+  it.partial = it.valid ? bs_checked_count(bs_kv_num_blocks[bs_view_offset(BS_BINDING_KV_NUM_BLOCKS - 1u) + row], row) : 0;
+  it.full = it.valid && (pc.flags & BS_FLAG_FULL_BLOCKS) != 0u
+                ? bs_checked_count(bs_full_num_blocks[bs_view_offset(BS_BINDING_FULL_NUM_BLOCKS - 1u) + row], row)
+                : 0;
+  return it;
+}
+
+uint pa_q_bits(PaItem it, uint r, uint d) {
+  if (r >= it.row_count) return 0u;
+  return uint(q16[bs_view_offset(BS_BINDING_Q - 1u) + it.b * pc.q_batch_stride + it.h * pc.q_head_stride +
+                  (it.row_start + r) * pc.q_token_stride + d]);
+}
+
+void pa_load_chunk_bases() {}
+float pa_score_scale(PaItem it) { return pc.scale; }
+float pa_value_scale(PaItem it) { return 1.0; }
+float pa_decode_scale(bool is_value) { return 1.0; }
+
+// ---- The tile walk ------------------------------------------------------------
+const int PA_TILE_KEYS = int(PA_BN);
+int bs_tiles_per_block() { return int(bs_kv_block()) / PA_TILE_KEYS; }
+int pa_tile_count(PaItem it) { return (it.partial + it.full) * bs_tiles_per_block(); }
+bool bs_partial_tile(PaItem it, int t) { return t / bs_tiles_per_block() < it.partial; }
+
+// The kv block of list entry j (partial blocks, then full ones), or the
+// first block past the keys for an index outside them (reported).
+uint bs_block(PaItem it, int j) {
+  const bool partial = j < it.partial;
+  const uint at = it.list + uint(partial ? j : j - it.partial);
+  const int idx = partial ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + at]
+                          : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + at];
+  const uint n = bs_kv_block_count();
+  if (idx < 0 || uint(idx) >= n) {
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.list / pc.kv_blocks, uint(j), uint(idx));
+    return n;
+  }
+  return uint(idx);
+}
+int pa_tile_key0(PaItem it, int t) {
+  const int per = bs_tiles_per_block();
+  return int(bs_block(it, t / per) * bs_kv_block()) + (t % per) * PA_TILE_KEYS;
+}
+bool pa_key_in_item(PaItem it, int k) { return k >= 0 && uint(k) < pc.kv_len; }
+
+// Non-finite V values: rows see different keys of a partial block only.
+void pa_tiles_setup(PaItem it) {}
+bool pa_tile_partly_seen(PaItem it, int t, int k0) { return bs_partial_tile(it, t); }
+
+bool g_bs_has_rows, g_bs_all_rows;
+void pa_subgroup_setup(PaItem it, uint row0) {
+  g_bs_has_rows = row0 < it.row_count;
+  g_bs_all_rows = row0 + 16u <= it.row_count;
+}
+bool pa_subgroup_skips(PaItem it, int t, int k0) { return !g_bs_has_rows; }
+bool pa_subgroup_whole(PaItem it, int t, int k0) {
+  return !BS_HAS_SCORE_MOD && g_bs_all_rows && !bs_partial_tile(it, t) && k0 + PA_TILE_KEYS <= int(pc.kv_len);
+}
+
+float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
+  const int q_idx = int(it.row_start + row);
+  if (row >= it.row_count || !pa_key_in_item(it, k)) return VKA_NEG_INF;
+  if (bs_partial_tile(it, t) && !bs_mask(it.b, it.h, q_idx, k)) return VKA_NEG_INF;
+  return bs_score(s, it.b, it.h, q_idx, k);
+}
+
+// ---- K/V: the tensors, through the paged op's suffix loads --------------------
+const uint PA_SRC_CACHE = 0u;
+const uint PA_SRC_SUFFIX = 1u;
+const uint PA_SRC_SUFFIX_NARROW = 2u;
+uint pa_key_source(PaItem it) { return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : PA_SRC_SUFFIX; }
+bool pa_suffix_item(PaItem it) { return true; }
+
+// Element index of key k's row in K (or V).
+uint bs_key_row(PaItem it, bool is_value, int k) {
+  if (is_value)
+    return bs_view_offset(BS_BINDING_V - 1u) + it.b * pc.v_batch_stride + it.kv_head * pc.v_head_stride + uint(k) * pc.v_token_stride;
+  return bs_view_offset(BS_BINDING_K - 1u) + it.b * pc.k_batch_stride + it.kv_head * pc.k_head_stride + uint(k) * pc.k_token_stride;
+}
+
+uvec4 bs_raw8(bool narrow, bool is_value, uint at) {
+  if (!narrow) return is_value ? v_vec[at / 8u] : k_vec[at / 8u];
+  uvec4 w;
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint lo = uint(is_value ? v16[at + 2u * i] : k16[at + 2u * i]);
+    const uint hi = uint(is_value ? v16[at + 2u * i + 1u] : k16[at + 2u * i + 1u]);
+    w[i] = lo | (hi << 16);
+  }
+  return w;
+}
+
+// The scalar kernel's lookups (no block table: the entry is unused).
+int pa_raw_block(uint seq, int k) { return 0; }
+uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) { return uint64_t(bs_key_row(it, is_value, k)); }
+uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
+  return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
+}
+
+// The prefill kernel's (kv_source.glsl's interface; 0 = no key, else the row + 1).
+int kv_source_entry(PaItem it, int k) { return 0; }
+void kv_source_locate_entry(PaItem it, int k, int entry, out uint64_t k_at, out uint64_t v_at) {
+  k_at = v_at = 0ul;
+  if (!pa_key_in_item(it, k)) return;
+  k_at = uint64_t(bs_key_row(it, false, k)) + 1ul;
+  v_at = uint64_t(bs_key_row(it, true, k)) + 1ul;
+}
+uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
+  if (at == 0ul) return uvec4(0);
+  return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at - 1ul) + d);
+}
+
+// Eight values of q's dtype as f32.
+void pa_decode_raw8(uvec4 w, float unused_scale, out float x[8]) {
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    if (PA_Q_DTYPE == DTYPE_BF16) {
+      x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);
+      x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
+    } else {
+      const vec2 f = unpackHalf2x16(w[i]);
+      x[2u * i] = f.x;
+      x[2u * i + 1u] = f.y;
+    }
+  }
+}
+void pa_decode_key8(bool suffix, uvec4 w, float unused_scale, out float x[8]) { pa_decode_raw8(w, 1.0, x); }
+
+// ---- Results ------------------------------------------------------------------
+void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
+  if (r >= it.row_count) return;
+  const uint q = it.row_start + r;
+  float factor, lse;
+  vka_softmax_finish(m, l, false, VKA_NEG_INF, factor, lse);
+  const uint at = bs_view_offset(BS_BINDING_OUT - 1u) + it.b * pc.out_batch_stride + it.h * pc.out_head_stride +
+                  q * pc.out_token_stride + d;
+  if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = o * factor;
+  else out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, o * factor));
+  if (d != 0u) return;
+  const uint row = (it.b * PA_NUM_Q_HEADS + it.h) * pc.q_len + q;
+  if (PA_WRITE_LSE != 0u) lse_out[bs_view_offset(BS_BINDING_LSE - 1u) + row] = lse;
+  if (BS_WRITE_ROW_MAX != 0u) row_max_out[bs_view_offset(BS_BINDING_ROW_MAX - 1u) + row] = m;
+}
+
+#endif

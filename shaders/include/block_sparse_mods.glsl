@@ -1,0 +1,80 @@
+// Block-sparse attention's mask and score mods (FlexAttention's mask_mod and
+// score_mod): the built-in ones, chosen by spec constants (abi/block_sparse.h
+// defines their bits and meaning), and a variant's own, compiled in from the
+// file VKA_MOD_FILE names. Such a file defines either or both of
+//   bool vka_mask_mod(uint b, uint h, int q_idx, int kv_idx);
+//   float vka_score_mod(float score, uint b, uint h, int q_idx, int kv_idx);
+// with `#define VKA_MASK_MOD 1` / `#define VKA_SCORE_MOD 1`, and may read
+// buffers it declares with VKA_MOD_BUFFER(slot, type, name) (slots 0 to 3).
+// The variant's mask is ANDed with the built-in one; its score mod runs
+// after the built-in ones.
+// Include after the push constants and block_sparse_io.glsl's bindings.
+#ifndef VKATTN_BLOCK_SPARSE_MODS_GLSL
+#define VKATTN_BLOCK_SPARSE_MODS_GLSL
+#include "attention_logits.glsl"
+
+layout(set = 0, binding = BS_BINDING_ALIBI, std430) readonly buffer BsAlibi { float bs_alibi[]; };
+layout(set = 0, binding = BS_BINDING_DOCUMENT, std430) readonly buffer BsDocument { int bs_document[]; };
+layout(set = 0, binding = BS_BINDING_REL_BIAS, std430) readonly buffer BsRelBias { float bs_rel_bias[]; };
+layout(set = 0, binding = BS_BINDING_BIAS, std430) readonly buffer BsBias { float bs_bias[]; };
+
+#define VKA_MOD_BUFFER(slot, type, name) \
+  layout(set = 0, binding = BS_BINDINGS + (slot), std430) readonly buffer VkaModBuffer##slot { type name[]; };
+#ifdef VKA_MOD_FILE
+#include VKA_MOD_FILE
+#endif
+#ifndef VKA_MASK_MOD
+#define VKA_MASK_MOD 0
+#endif
+#ifndef VKA_SCORE_MOD
+#define VKA_SCORE_MOD 0
+#endif
+
+// Whether the scores depend on more than q.k (no tile then skips the
+// per-element pass).
+const bool BS_HAS_SCORE_MOD = BS_SCORE_MODS != 0u || VKA_SCORE_MOD != 0;
+
+// Whether the built-in mod `mod` (one bit) admits key kv_idx for the query
+// at position q_pos among the keys.
+bool bs_builtin_admits(uint mod, int q_pos, int kv_idx) {
+  if (mod == BS_MASK_CAUSAL) return kv_idx <= q_pos;
+  if (mod == BS_MASK_WINDOW) return q_pos - kv_idx < pc.window;
+  if (mod == BS_MASK_PREFIX) return kv_idx < pc.prefix_len;
+  // BS_MASK_DOCUMENT: the host keeps q positions inside the document ids.
+  const uint n = pc.kv_len;
+  if (q_pos < 0 || uint(q_pos) >= n) return false;
+  return bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(q_pos)] ==
+         bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(kv_idx)];
+}
+
+// The mask of a partial block's pair (kv_idx < Lkv).
+bool bs_mask(uint b, uint h, int q_idx, int kv_idx) {
+  const int q_pos = q_idx + pc.q_offset;
+  bool all = BS_MASK_ALL != 0u, any = false;
+  [[unroll]] for (uint bit = 1u; bit <= BS_MASK_DOCUMENT; bit <<= 1) {
+    if ((BS_MASK_ALL & bit) != 0u) all = all && bs_builtin_admits(bit, q_pos, kv_idx);
+    if ((BS_MASK_ANY & bit) != 0u) any = any || bs_builtin_admits(bit, q_pos, kv_idx);
+  }
+  bool ok = (BS_MASK_ALL == 0u && BS_MASK_ANY == 0u) || all || any;
+#if VKA_MASK_MOD
+  ok = ok && vka_mask_mod(b, h, q_idx, kv_idx);
+#endif
+  return ok;
+}
+
+// The logit of score s (scale * q.k) for a counted pair.
+float bs_score(float s, uint b, uint h, int q_idx, int kv_idx) {
+  if ((BS_SCORE_MODS & BS_SCORE_SOFTCAP) != 0u) s = vka_softcap(s, pc.softcap);
+  if ((BS_SCORE_MODS & BS_SCORE_ALIBI) != 0u)
+    s += bs_alibi[bs_view_offset(BS_BINDING_ALIBI - 1u) + h] * float(kv_idx - (q_idx + pc.q_offset));
+  if ((BS_SCORE_MODS & BS_SCORE_REL_BIAS) != 0u)
+    s += bs_rel_bias[bs_view_offset(BS_BINDING_REL_BIAS - 1u) + h * (pc.q_len + pc.kv_len - 1u) +
+                     uint(kv_idx - q_idx + int(pc.q_len) - 1)];
+  if ((BS_SCORE_MODS & BS_SCORE_BIAS) != 0u)
+    s += bs_bias[bs_view_offset(BS_BINDING_BIAS - 1u) + (h * pc.q_len + uint(q_idx)) * pc.kv_len + uint(kv_idx)];
+#if VKA_SCORE_MOD
+  s = vka_score_mod(s, b, h, q_idx, kv_idx);
+#endif
+  return s;
+}
+#endif

@@ -1,0 +1,351 @@
+// block_sparse_attention: checks, the tile and pipeline choice, and the
+// dispatch. Kernels: paged_prefill.comp (matrix paths) and paged_attention.comp
+// (scalar) built with VKA_OP_BLOCK_SPARSE (shaders/include/block_sparse_io.glsl).
+#include <vkattn/block_sparse.hpp>
+
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "abi/block_sparse.h"
+#include "../context_impl.hpp"
+#include "../dispatch.hpp"
+#include "../op_support.hpp"
+#include "../schedule/paged_attention_schedule.hpp"
+
+namespace vkattn {
+
+using namespace detail;
+
+namespace {
+
+constexpr std::string_view kOp = "block_sparse_attention";
+constexpr uint32_t kMaskBits = kMaskCausal | kMaskWindow | kMaskPrefix | kMaskDocument;
+constexpr uint32_t kScoreBits = kScoreSoftcap | kScoreAlibi | kScoreRelBias | kScoreBias;
+
+[[noreturn]] void fail(const std::string& what) { throw Error("block_sparse_attention: " + what); }
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// How a variant runs: the path, and the kernel's tile.
+struct Launch {
+  Path path = Path::scalar;
+  uint32_t bm = 0, bn = 0, workgroup = 0;
+};
+
+// The prefill kernel where the device and the variant allow it (a matrix
+// path with subgroups of 32, head size <= 128, bf16 matrices for bf16),
+// else the scalar kernel; the largest tile whose rows and keys divide the
+// mask's blocks.
+Launch choose_launch(const Context& ctx, const BlockSparseVariant& v) {
+  const auto& caps = ctx.capabilities();
+  Launch l;
+  l.path = ctx.path_for("block_sparse");
+  if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
+  if (caps.subgroup_size != 32 || v.head_size > 128) l.path = Path::scalar;
+  ScheduleDevice dev;
+  dev.path = l.path;
+  dev.subgroup_size = caps.subgroup_size;
+  dev.max_shared_memory = caps.max_shared_memory;
+  dev.prefill_shared_softmax = l.path != Path::coopmat2;
+  if (l.path != Path::scalar) {
+    for (uint32_t nw : {8u, 4u, 2u, 1u}) {
+      if (v.q_block_size % (16 * nw)) continue;
+      for (uint32_t bn : {64u, 32u, 16u}) {
+        if (v.kv_block_size % bn || !prefill_tile_fits(dev, v.head_size, nw, bn)) continue;
+        // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
+        if (l.path == Path::coopmat && nw > 4) continue;
+        l.bm = 16 * nw;
+        l.bn = bn;
+        l.workgroup = 32 * nw;
+        return l;
+      }
+    }
+    l.path = Path::scalar;   // no tile of the prefill kernel divides the blocks
+  }
+  dev.path = Path::scalar;
+  const Tile t = choose_tile(dev, v.head_size, 16);
+  l.bm = t.bm;
+  l.bn = t.bn;
+  l.workgroup = t.workgroup;
+  while (l.bn > 8 && v.kv_block_size % l.bn) l.bn /= 2;
+  if (v.q_block_size % l.bm || v.kv_block_size % l.bn)
+    fail("q_block_size = " + num(v.q_block_size) + " and kv_block_size = " + num(v.kv_block_size) +
+         " cannot be tiled: expected multiples of " + num(l.bm) + " and " + num(t.bn) + " (32 and 32 run on every path)");
+  return l;
+}
+
+void check_variant(const BlockSparseVariant& v) {
+  if (v.q_dtype != DType::f16 && v.q_dtype != DType::bf16)
+    fail("q dtype " + dtype_text(v.q_dtype) + " is not supported: expected f16 or bf16");
+  if (v.out_dtype != DType::f16 && v.out_dtype != DType::bf16 && v.out_dtype != DType::f32)
+    fail("out dtype " + dtype_text(v.out_dtype) + " is not supported: expected f16, bf16 or f32");
+  if (v.num_q_heads == 0 || v.num_kv_heads == 0 || v.num_q_heads % v.num_kv_heads)
+    fail("num_q_heads = " + num(v.num_q_heads) + " is not a multiple of num_kv_heads = " + num(v.num_kv_heads) +
+         " (GQA needs a whole number of q heads per kv head)");
+  if (v.num_q_heads / v.num_kv_heads > 256)
+    fail("num_q_heads / num_kv_heads = " + num(v.num_q_heads / v.num_kv_heads) + " is not supported: expected at most 256");
+  if (v.head_size < 16 || v.head_size > 256 || v.head_size % 16)
+    fail("head size " + num(v.head_size) + " is not supported: expected a multiple of 16 up to 256");
+  for (auto [name, size] : {std::pair{"q_block_size", v.q_block_size}, std::pair{"kv_block_size", v.kv_block_size}})
+    if (size == 0 || size > 32768 || size % 16)
+      fail(std::string("mask.") + name + " = " + num(size) + " is not supported: expected a multiple of 16 up to 32768");
+  if ((v.mods.all | v.mods.any) & ~kMaskBits)
+    fail("mods.all / mods.any = " + num(v.mods.all) + " / " + num(v.mods.any) + " has unknown bits: expected BlockSparseMask bits (<= 15)");
+  if (v.mods.score & ~kScoreBits)
+    fail("mods.score = " + num(v.mods.score) + " has unknown bits: expected BlockSparseScore bits (<= 15)");
+}
+
+abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
+  abi::BlockSparseSpec s;
+  s.PA_HEAD_SIZE = v.head_size;
+  s.PA_NUM_KV_HEADS = v.num_kv_heads;
+  s.PA_GQA = v.num_q_heads / v.num_kv_heads;
+  s.PA_BM = l.bm;
+  s.PA_BN = l.bn;
+  s.PA_WORKGROUP_SIZE = l.workgroup;
+  s.PA_CACHE_DTYPE = static_cast<uint32_t>(v.q_dtype);   // K/V are q's dtype
+  s.PA_Q_DTYPE = static_cast<uint32_t>(v.q_dtype);
+  s.PA_OUT_DTYPE = static_cast<uint32_t>(v.out_dtype);
+  s.PA_WRITE_LSE = v.lse;
+  s.PA_SUBGROUP_SIZE = 32;
+  s.PA_KV_SUFFIX = 1;   // K/V rows in q's dtype, not the cache's (the suffix loads)
+  s.BS_MASK_ALL = v.mods.all;
+  s.BS_MASK_ANY = v.mods.any;
+  s.BS_SCORE_MODS = v.mods.score;
+  s.BS_WRITE_ROW_MAX = v.row_max;
+  return s;
+}
+
+const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec) {
+  const bool bf16 = path != Path::scalar && spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
+  return impl.pipelines->get({bf16 ? "block_sparse_bf16" : "block_sparse", path, spec_words(spec), abi::BS_BINDINGS,
+                              sizeof(abi::BlockSparsePush), path == Path::scalar ? 0u : 32u});
+}
+
+// A mask view: i32, contiguous, of the given shape.
+void check_mask_view(const char* name, const TensorView& t, std::initializer_list<int64_t> shape,
+                     std::initializer_list<const char*> dims) {
+  check_view(kOp, name, t, {DType::i32}, shape, dims);
+  check_strides(kOp, name, t);
+  int64_t expect = 1;
+  for (std::size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] > 1 && t.stride(d) != expect)
+      fail(std::string(name) + " must be contiguous (stride " + num(t.stride(d)) + " of dimension " + num(int64_t(d)) +
+           ", expected " + num(expect) + ")");
+    expect *= t.shape[d];
+  }
+}
+
+// An f32 view that the kernel indexes as contiguous.
+void check_contiguous_f32(const char* name, const TensorView& t, std::initializer_list<int64_t> shape,
+                          std::initializer_list<const char*> dims) {
+  check_view(kOp, name, t, {DType::f32}, shape, dims);
+  check_strides(kOp, name, t);
+  int64_t expect = 1;
+  for (std::size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] > 1 && t.stride(d) != expect)
+      fail(std::string(name) + " must be contiguous (stride " + num(t.stride(d)) + " of dimension " + num(int64_t(d)) +
+           ", expected " + num(expect) + ")");
+    expect *= t.shape[d];
+  }
+}
+
+}  // namespace
+
+void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants) {
+  auto& impl = ctx.impl();
+  impl.check_usable(kOp);
+  for (const auto& v : variants) {
+    check_variant(v);
+    const Launch l = choose_launch(ctx, v);
+    pipeline_of(impl, l.path, spec_of(v, l));
+  }
+}
+
+void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuffer cmd) {
+  auto& impl = ctx.impl();
+  impl.check_usable(kOp);
+  // Shapes.
+  if (a.q.shape.size() != 4) fail("q has " + num(int64_t(a.q.shape.size())) + " dimensions, expected 4: [B, Hq, Lq, head_size]");
+  if (a.k.shape.size() != 4) fail("k has " + num(int64_t(a.k.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, head_size]");
+  const int64_t B = a.q.shape[0], Hq = a.q.shape[1], Lq = a.q.shape[2], D = a.q.shape[3];
+  const int64_t Bkv = a.k.shape[0], Hkv = a.k.shape[1], Lkv = a.k.shape[2];
+  if (B < 1 || Hq < 1) fail("q " + a.q.shape_string() + " has no batch or heads: expected B >= 1 and Hq >= 1");
+  if (Bkv != B && Bkv != 1) fail("k's batch is " + num(Bkv) + ", expected q's (" + num(B) + ") or 1 (broadcast)");
+  if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected a multiple (GQA)");
+  if (Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536) fail("Lq and Lkv must be below 2^31 - 2^16");
+  if (a.v.shape.size() == 4 && a.v.shape[3] != D)
+    fail("v's head size is " + num(a.v.shape[3]) + " and q's " + num(D) +
+         ": different head sizes for q.k and v are not supported yet (expected equal)");
+  BlockSparseVariant var;
+  var.q_dtype = a.q.dtype;
+  var.out_dtype = a.out.dtype;
+  var.num_q_heads = static_cast<uint32_t>(Hq);
+  var.num_kv_heads = static_cast<uint32_t>(Hkv);
+  var.head_size = static_cast<uint32_t>(D);
+  var.q_block_size = a.mask.q_block_size;
+  var.kv_block_size = a.mask.kv_block_size;
+  var.mods = a.mods;
+  var.lse = a.lse.has_value();
+  var.row_max = a.row_max.has_value();
+  check_variant(var);
+  check_view(kOp, "q", a.q, {DType::f16, DType::bf16}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
+  check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
+  check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
+  check_view(kOp, "out", a.out, {DType::f16, DType::bf16, DType::f32}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
+  for (auto [name, t] : {std::pair{"q", &a.q}, std::pair{"k", &a.k}, std::pair{"v", &a.v}, std::pair{"out", &a.out}})
+    check_strides(kOp, name, *t);
+  check_distinct_elements(kOp, "out", a.out);
+  if (a.lse) check_contiguous_f32("lse", *a.lse, {B, Hq, Lq}, {"B", "Hq", "Lq"});
+  if (a.row_max) check_contiguous_f32("row_max", *a.row_max, {B, Hq, Lq}, {"B", "Hq", "Lq"});
+  if (uint64_t(B) * uint64_t(Hq) * uint64_t(Lq) >= (1ull << 32)) fail("B * Hq * Lq must be below 2^32");
+
+  // The mask.
+  const BlockMask& m = a.mask;
+  if (m.kv_num_blocks.shape.size() != 3)
+    fail("mask.kv_num_blocks has " + num(int64_t(m.kv_num_blocks.shape.size())) + " dimensions, expected 3: [Sz, Sh, q_blocks]");
+  if (m.kv_indices.shape.size() != 4)
+    fail("mask.kv_indices has " + num(int64_t(m.kv_indices.shape.size())) + " dimensions, expected 4: [Sz, Sh, q_blocks, kv_blocks]");
+  const int64_t Sz = m.kv_num_blocks.shape[0], Sh = m.kv_num_blocks.shape[1];
+  const int64_t QB = (Lq + m.q_block_size - 1) / m.q_block_size, KB = m.kv_indices.shape[3];
+  if (Sz < 1 || Sz > 65535 || Sh < 1 || Sh > 65535)
+    fail("the mask's batch and head extents are " + num(Sz) + " and " + num(Sh) + ": expected 1 to 65535 each");
+  if (KB < 1) fail("mask.kv_indices has 0 columns, expected kv_blocks >= 1");
+  check_mask_view("mask.kv_num_blocks", m.kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
+  check_mask_view("mask.kv_indices", m.kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
+  if (m.full_kv_num_blocks.has_value() != m.full_kv_indices.has_value())
+    fail("mask.full_kv_num_blocks and mask.full_kv_indices come together: expected both or neither");
+  if (m.full_kv_num_blocks) {
+    check_mask_view("mask.full_kv_num_blocks", *m.full_kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
+    check_mask_view("mask.full_kv_indices", *m.full_kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
+  }
+  if (uint64_t(Sz) * uint64_t(Sh) * uint64_t(QB) * uint64_t(KB) >= (1ull << 32)) fail("the mask's index lists must hold fewer than 2^32 entries");
+
+  // The mods' values.
+  const BlockSparseModValues& mv = a.values;
+  const uint32_t masks = a.mods.all | a.mods.any;
+  const int64_t q_offset = a.q_offset ? *a.q_offset : Lkv - Lq;
+  if ((masks & kMaskWindow) && mv.window < 1) fail("values.window = " + num(mv.window) + ", expected >= 1 with kMaskWindow");
+  if ((masks & kMaskPrefix) && mv.prefix_len < 0) fail("values.prefix_len = " + num(mv.prefix_len) + ", expected >= 0 with kMaskPrefix");
+  if (a.mods.score & kScoreSoftcap && !(mv.softcap > 0 && std::isfinite(mv.softcap)))
+    fail("values.softcap = " + std::to_string(mv.softcap) + ", expected a finite value > 0 with kScoreSoftcap");
+  auto need = [&](const std::optional<TensorView>& t, bool on, const char* name, const char* mod) {
+    if (on && !t) fail(std::string("values.") + name + " is missing: " + mod + " needs it");
+    if (!on && t) fail(std::string("values.") + name + " is given but " + mod + " is off: expected it absent");
+  };
+  need(mv.alibi_slopes, a.mods.score & kScoreAlibi, "alibi_slopes", "kScoreAlibi");
+  need(mv.document_ids, masks & kMaskDocument, "document_ids", "kMaskDocument");
+  need(mv.rel_bias, a.mods.score & kScoreRelBias, "rel_bias", "kScoreRelBias");
+  need(mv.bias, a.mods.score & kScoreBias, "bias", "kScoreBias");
+  if (mv.alibi_slopes) check_contiguous_f32("values.alibi_slopes", *mv.alibi_slopes, {Hq}, {"Hq"});
+  if (mv.document_ids) {
+    check_mask_view("values.document_ids", *mv.document_ids, {Lkv}, {"Lkv"});
+    if (q_offset < 0 || q_offset + Lq > Lkv)
+      fail("kMaskDocument reads document_ids at q_idx + q_offset: expected 0 <= q_offset and q_offset + Lq <= Lkv (q_offset " +
+           num(q_offset) + ", Lq " + num(Lq) + ", Lkv " + num(Lkv) + ")");
+  }
+  if (mv.rel_bias) check_contiguous_f32("values.rel_bias", *mv.rel_bias, {Hq, Lq + Lkv - 1}, {"Hq", "Lq + Lkv - 1"});
+  if (mv.bias) {
+    check_contiguous_f32("values.bias", *mv.bias, {Hq, Lq, Lkv}, {"Hq", "Lq", "Lkv"});
+    if (uint64_t(Hq) * uint64_t(Lq) * uint64_t(Lkv) >= (1ull << 32)) fail("values.bias must hold fewer than 2^32 elements");
+  }
+  if (q_offset < INT32_MIN || q_offset > INT32_MAX) fail("q_offset = " + num(q_offset) + " must fit 32 bits");
+  const float scale = a.scale == 0 ? static_cast<float>(1.0 / std::sqrt(double(D))) : a.scale;
+  if (!std::isfinite(scale)) fail("scale = " + std::to_string(a.scale) + ", expected a finite value (0: 1 / sqrt(head_size))");
+
+  const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"}, {a.row_max ? &*a.row_max : nullptr, "row_max"}};
+  const NamedView inputs[] = {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&m.kv_num_blocks, "mask.kv_num_blocks"},
+                              {&m.kv_indices, "mask.kv_indices"},
+                              {m.full_kv_num_blocks ? &*m.full_kv_num_blocks : nullptr, "mask.full_kv_num_blocks"},
+                              {m.full_kv_indices ? &*m.full_kv_indices : nullptr, "mask.full_kv_indices"},
+                              {mv.alibi_slopes ? &*mv.alibi_slopes : nullptr, "values.alibi_slopes"},
+                              {mv.document_ids ? &*mv.document_ids : nullptr, "values.document_ids"},
+                              {mv.rel_bias ? &*mv.rel_bias : nullptr, "values.rel_bias"},
+                              {mv.bias ? &*mv.bias : nullptr, "values.bias"}};
+  check_apart(kOp, outputs, inputs);
+  if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
+
+  // Bindings (view v is binding v + 1) and each view's element offset in its own.
+  BufferBinding bindings[abi::BS_BINDINGS - 1];
+  uint32_t offsets[4] = {0, 0, 0, 0};
+  auto bind = [&](uint32_t binding, const TensorView* v, const char* name) {
+    BufferBinding& to = bindings[binding - 1];
+    if (!v) {
+      to = placeholder_binding(impl);
+      return;
+    }
+    const BoundView bv = bind_view(impl, *v, kOp, name);
+    to = bv.binding;
+    const uint32_t view = binding - 1;
+    offsets[view / 4] |= bv.element_offset << (8 * (view % 4));
+  };
+  auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
+  bind(abi::BS_BINDING_Q, &a.q, "q");
+  bind(abi::BS_BINDING_OUT, &a.out, "out");
+  bind(abi::BS_BINDING_LSE, opt(a.lse), "lse");
+  bind(abi::BS_BINDING_ROW_MAX, opt(a.row_max), "row_max");
+  bind(abi::BS_BINDING_K, &a.k, "k");
+  bind(abi::BS_BINDING_V, &a.v, "v");
+  bind(abi::BS_BINDING_KV_NUM_BLOCKS, &m.kv_num_blocks, "mask.kv_num_blocks");
+  bind(abi::BS_BINDING_KV_INDICES, &m.kv_indices, "mask.kv_indices");
+  bind(abi::BS_BINDING_FULL_NUM_BLOCKS, opt(m.full_kv_num_blocks), "mask.full_kv_num_blocks");
+  bind(abi::BS_BINDING_FULL_INDICES, opt(m.full_kv_indices), "mask.full_kv_indices");
+  bind(abi::BS_BINDING_ALIBI, opt(mv.alibi_slopes), "values.alibi_slopes");
+  bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
+  bind(abi::BS_BINDING_REL_BIAS, opt(mv.rel_bias), "values.rel_bias");
+  bind(abi::BS_BINDING_BIAS, opt(mv.bias), "values.bias");
+
+  const Launch l = choose_launch(ctx, var);
+  const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
+  if (items == 0) return;
+  if (items >= (1ull << 32)) fail("ceil(Lq / " + num(l.bm) + ") * B * Hq work items must be below 2^32");
+  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l));
+
+  abi::BlockSparsePush push{};
+  const Grid grid = fold_grid(impl, items, kOp);
+  push.num_workgroups = static_cast<uint32_t>(items);
+  push.grid_x = grid.x;
+  push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
+  // 16-byte loads need every row of 8 elements on a 16-byte word of its binding.
+  const uint32_t k_at = (offsets[(abi::BS_BINDING_K - 1) / 4] >> (8 * ((abi::BS_BINDING_K - 1) % 4))) & 0xFF;
+  const uint32_t v_at = (offsets[(abi::BS_BINDING_V - 1) / 4] >> (8 * ((abi::BS_BINDING_V - 1) % 4))) & 0xFF;
+  bool wide = k_at % 8 == 0 && v_at % 8 == 0;
+  for (int d = 0; d < 3; ++d) wide = wide && a.k.stride(d) % 8 == 0 && a.v.stride(d) % 8 == 0;
+  if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
+  push.batch = static_cast<uint32_t>(B);
+  push.q_len = static_cast<uint32_t>(Lq);
+  push.kv_len = static_cast<uint32_t>(Lkv);
+  push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));
+  push.q_head_stride = static_cast<uint32_t>(a.q.stride(1));
+  push.q_token_stride = static_cast<uint32_t>(a.q.stride(2));
+  push.k_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.k.stride(0));
+  push.k_head_stride = static_cast<uint32_t>(a.k.stride(1));
+  push.k_token_stride = static_cast<uint32_t>(a.k.stride(2));
+  push.v_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.v.stride(0));
+  push.v_head_stride = static_cast<uint32_t>(a.v.stride(1));
+  push.v_token_stride = static_cast<uint32_t>(a.v.stride(2));
+  push.out_batch_stride = static_cast<uint32_t>(a.out.stride(0));
+  push.out_head_stride = static_cast<uint32_t>(a.out.stride(1));
+  push.out_token_stride = static_cast<uint32_t>(a.out.stride(2));
+  push.mask_extents = static_cast<uint32_t>(Sz) | static_cast<uint32_t>(Sh) << 16;
+  push.q_blocks = static_cast<uint32_t>(QB);
+  push.kv_blocks = static_cast<uint32_t>(KB);
+  push.block_sizes = m.q_block_size | m.kv_block_size << 16;
+  push.window = mv.window;
+  push.prefix_len = mv.prefix_len;
+  push.q_offset = static_cast<int32_t>(q_offset);
+  push.scale = scale;
+  push.softcap = mv.softcap;
+  push.view_offsets0 = offsets[0];
+  push.view_offsets1 = offsets[1];
+  push.view_offsets2 = offsets[2];
+  push.view_offsets3 = offsets[3];
+  record_dispatch(impl, cmd, pipe, bindings, &push, grid);
+}
+
+void block_sparse_attention(Context& ctx, const BlockSparseArgs& args) {
+  ctx.submit_and_wait([&](VkCommandBuffer cmd) { block_sparse_attention(ctx, args, cmd); });
+}
+
+}  // namespace vkattn

@@ -1,0 +1,442 @@
+#include "runners/block_sparse_runner.hpp"
+
+#include <vkattn/buffer.hpp>
+#include <vkattn/error.hpp>
+#include <vkattn_ref/block_sparse_ref.hpp>
+#include <vkattn_ref/random.hpp>
+#include <vkattn_ref/tensor_data.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "gpu_timer.hpp"
+
+namespace vkattn::tool {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr uint64_t kGuard = 256;   // poisoned bytes past each output, which must stay so
+
+[[noreturn]] void bad(const std::string& what) { throw Error("block-sparse: " + what); }
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return out;
+}
+
+// "name" or "name:value".
+std::pair<std::string, std::string> split_arg(const std::string& item) {
+  const auto at = item.find(':');
+  return at == std::string::npos ? std::pair{item, std::string()} : std::pair{item.substr(0, at), item.substr(at + 1)};
+}
+
+double number(const std::string& item, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end) bad("'" + item + "' needs a number after ':'");
+  return v;
+}
+
+// The case's mask: the library's mods and values, the host predicate the
+// reference and the block-mask builder use, and random block choices.
+struct MaskPlan {
+  BlockSparseMods mods;
+  int32_t window = 0, prefix_len = 0;
+  uint32_t documents = 0;
+  double random_density = -1;   // >= 0: a random block mask, no mask mod
+  bool full = false;            // every block, full
+  float softcap = 0;
+  bool alibi = false, rel_bias = false, bias = false;
+};
+
+MaskPlan parse(const BlockSparseCase& c) {
+  MaskPlan m;
+  const auto masks = split_list(c.mask);
+  for (const auto& item : masks) {
+    const auto [name, arg] = split_arg(item);
+    if (name == "causal") m.mods.all |= kMaskCausal;
+    else if (name == "window") m.mods.all |= kMaskWindow, m.window = static_cast<int32_t>(number(item, arg));
+    else if (name == "document") m.mods.all |= kMaskDocument, m.documents = static_cast<uint32_t>(number(item, arg));
+    else if (name == "prefix") m.mods.any |= kMaskCausal | kMaskPrefix, m.prefix_len = static_cast<int32_t>(number(item, arg));
+    else if (name == "random") m.random_density = number(item, arg);
+    else if (name == "full") m.full = true;
+    else bad("unknown mask '" + item + "': expected causal, window:N, document:N, prefix:N, random:DENSITY or full");
+  }
+  if ((m.mods.any || m.random_density >= 0 || m.full) && masks.size() > 1)
+    bad("prefix:N, random:DENSITY and full combine with no other mask");
+  if (m.documents == 0 && (m.mods.all & kMaskDocument)) bad("document:N needs N >= 1");
+  for (const auto& item : split_list(c.score)) {
+    const auto [name, arg] = split_arg(item);
+    if (name == "softcap") m.mods.score |= kScoreSoftcap, m.softcap = static_cast<float>(number(item, arg));
+    else if (name == "alibi") m.mods.score |= kScoreAlibi, m.alibi = true;
+    else if (name == "relbias") m.mods.score |= kScoreRelBias, m.rel_bias = true;
+    else if (name == "bias") m.mods.score |= kScoreBias, m.bias = true;
+    else bad("unknown score mod '" + item + "': expected softcap:C, alibi, relbias or bias");
+  }
+  return m;
+}
+
+double unit(DType t) { return t == DType::bf16 ? 0x1p-8 : t == DType::f32 ? 0x1p-24 : 0x1p-11; }
+
+}  // namespace
+
+// q, K and V are stored exactly (the reference takes the stored values); the
+// kernel's error comes from P rounded to the element type for P V, the
+// accumulation in f32 and the output's rounding: a few units of the element
+// type times the row's magnitude, plus half a unit of the output type. Score
+// mods add rounded terms to the logits (f32), which a softcap's tanh and the
+// bias tables stretch by little.
+BlockSparseTolerance block_sparse_tolerance(const BlockSparseCase& c) {
+  const double uc = unit(c.dtype);
+  BlockSparseTolerance t;
+  t.row_atol = 3 * uc + (c.score.empty() ? 0 : uc);
+  t.rtol = 1.5 * unit(c.out_dtype);
+  t.lse_atol = 3 * uc + (c.score.empty() ? 0 : uc);
+  return t;
+}
+
+BlockSparseMods block_sparse_mods(const BlockSparseCase& c) { return parse(c).mods; }
+
+RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOutputs* outputs) {
+  const MaskPlan mp = parse(c);
+  const uint32_t B = c.batch, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_size;
+  const uint32_t Bkv = c.kv_batch ? c.kv_batch : B;
+  const int64_t Lq = c.q_len, Lkv = c.kv_len;
+  if (!B || !Hq || !Hkv || !D || !c.q_block || !c.kv_block || !c.mask_batch || !c.mask_heads)
+    bad("batch, heads, head size, block sizes and mask extents must be >= 1");
+  const int32_t q_offset = c.q_offset ? *c.q_offset : static_cast<int32_t>(Lkv - Lq);
+  ref::Rng rng(c.seed);
+
+  // Document ids: N documents of random lengths over the kv positions.
+  std::vector<int32_t> doc(Lkv, 0);
+  if (mp.documents) {
+    std::vector<int64_t> cuts;
+    for (uint32_t i = 1; i < mp.documents; ++i) cuts.push_back(int64_t(rng.below(uint32_t(std::max<int64_t>(Lkv, 1)))));
+    std::sort(cuts.begin(), cuts.end());
+    for (int64_t k = 0; k < Lkv; ++k)
+      doc[k] = static_cast<int32_t>(std::upper_bound(cuts.begin(), cuts.end(), k) - cuts.begin());
+  }
+  auto admits = [&](uint32_t bit, int64_t q_pos, int64_t kv) {
+    switch (bit) {
+      case kMaskCausal: return kv <= q_pos;
+      case kMaskWindow: return q_pos - kv < mp.window;
+      case kMaskPrefix: return kv < mp.prefix_len;
+      default: return q_pos >= 0 && q_pos < Lkv && doc[q_pos] == doc[kv];
+    }
+  };
+  ref::MaskMod mask_mod;
+  if (mp.mods.all || mp.mods.any)
+    mask_mod = [&, mods = mp.mods](uint32_t, uint32_t, int64_t q, int64_t kv) {
+      const int64_t q_pos = q + q_offset;
+      bool all = mods.all != 0, any = false;
+      for (uint32_t bit = 1; bit <= kMaskDocument; bit <<= 1) {
+        if (mods.all & bit) all = all && admits(bit, q_pos, kv);
+        if (mods.any & bit) any = any || admits(bit, q_pos, kv);
+      }
+      return all || any;
+    };
+
+  // Score mods' tables.
+  std::vector<float> alibi, rel_bias, bias;
+  if (mp.alibi)
+    for (uint32_t h = 0; h < Hq; ++h) alibi.push_back(static_cast<float>(std::exp2(rng.uniform(-8, -2))));
+  if (mp.rel_bias) {
+    rel_bias.resize(uint64_t(Hq) * (Lq + Lkv - 1));
+    for (auto& x : rel_bias) x = static_cast<float>(rng.uniform(-1, 1));
+  }
+  if (mp.bias) {
+    bias.resize(uint64_t(Hq) * Lq * Lkv);
+    for (auto& x : bias) x = static_cast<float>(rng.uniform(-1, 1));
+  }
+  ref::ScoreMod score_mod;
+  if (mp.mods.score)
+    score_mod = [&](double s, uint32_t, uint32_t h, int64_t q, int64_t kv) {
+      if (mp.softcap > 0) s = double(mp.softcap) * std::tanh(s / double(mp.softcap));
+      if (mp.alibi) s += double(alibi[h]) * double(kv - (q + q_offset));
+      if (mp.rel_bias) s += rel_bias[uint64_t(h) * (Lq + Lkv - 1) + uint64_t(kv - q + Lq - 1)];
+      if (mp.bias) s += bias[(uint64_t(h) * Lq + uint64_t(q)) * Lkv + uint64_t(kv)];
+      return s;
+    };
+
+  // The block mask.
+  ref::BlockMaskRef mask;
+  if (mp.random_density >= 0 || mp.full) {
+    mask.sz = c.mask_batch;
+    mask.sh = c.mask_heads;
+    mask.q_block_size = c.q_block;
+    mask.kv_block_size = c.kv_block;
+    mask.q_blocks = static_cast<uint32_t>((Lq + c.q_block - 1) / c.q_block);
+    mask.kv_blocks = static_cast<uint32_t>(std::max<int64_t>((Lkv + c.kv_block - 1) / c.kv_block, 1));
+    const uint64_t rows = uint64_t(mask.sz) * mask.sh * mask.q_blocks;
+    mask.kv_num_blocks.assign(rows, 0);
+    mask.kv_indices.assign(rows * mask.kv_blocks, 0);
+    mask.full_kv_num_blocks.assign(rows, 0);
+    mask.full_kv_indices.assign(rows * mask.kv_blocks, 0);
+    const uint32_t n = static_cast<uint32_t>((Lkv + c.kv_block - 1) / c.kv_block);
+    for (uint64_t r = 0; r < rows; ++r) {
+      // Each block in with the density's probability; in a random mask,
+      // half of them listed as partial (no mask mod: every pair counts).
+      for (uint32_t j = 0; j < n; ++j) {
+        if (!mp.full && !(rng.uniform(0, 1) < mp.random_density)) continue;
+        const bool as_full = mp.full || !c.separate_full || rng.below(2);
+        auto& num = as_full && c.separate_full ? mask.full_kv_num_blocks : mask.kv_num_blocks;
+        auto& idx = as_full && c.separate_full ? mask.full_kv_indices : mask.kv_indices;
+        idx[r * mask.kv_blocks + uint32_t(num[r]++)] = int32_t(j);
+      }
+    }
+    if (!c.separate_full) mask.full_kv_num_blocks.clear(), mask.full_kv_indices.clear();
+  } else {
+    mask = ref::build_block_mask(mask_mod ? mask_mod : ref::MaskMod([](uint32_t, uint32_t, int64_t, int64_t) { return true; }),
+                                 c.mask_batch, c.mask_heads, Lq, Lkv, c.q_block, c.kv_block, c.separate_full);
+  }
+
+  // q, K, V as stored (random, rounded to the dtype), rows padded apart.
+  const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
+  const uint64_t esz = dtype_size(c.dtype), row = D + c.token_padding;
+  auto make = [&](uint64_t batches, uint64_t heads, int64_t len, double amp, std::vector<double>& exact) {
+    exact = ref::round_to(et, ref::random_values(rng, batches * heads * uint64_t(len) * D, amp));
+    std::vector<double> padded(batches * heads * uint64_t(len) * row, 0.0);
+    for (uint64_t r = 0; r < batches * heads * uint64_t(len); ++r)
+      std::copy_n(&exact[r * D], D, &padded[r * row]);
+    return ref::encode_values(et, padded);
+  };
+  std::vector<double> q, k, v;
+  const auto q_bytes = make(B, Hq, Lq, 2.0, q), k_bytes = make(Bkv, Hkv, Lkv, 2.0, k), v_bytes = make(Bkv, Hkv, Lkv, 1.0, v);
+  auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len) {
+    TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(D)});
+    view.strides = {h * len * int64_t(row), len * int64_t(row), int64_t(row), 1};
+    return view;
+  };
+  auto upload = [&](const std::vector<uint8_t>& bytes) {
+    Buffer b(ctx, std::max<uint64_t>(bytes.size(), 16));
+    if (!bytes.empty()) b.upload(bytes.data(), bytes.size());
+    return b;
+  };
+  Buffer qb = upload(q_bytes), kb = upload(k_bytes), vb = upload(v_bytes);
+
+  // The mask lists and the mods' tables in one buffer, each one word past a
+  // 16-byte boundary, as an engine may keep them.
+  std::vector<int32_t> words;
+  auto place = [&](const void* data, std::size_t count) {
+    while (words.size() % 4 != 1) words.push_back(-7);
+    const std::size_t at = words.size();
+    words.resize(at + count);
+    if (count) std::memcpy(&words[at], data, count * 4);
+    return VkDeviceSize(at * 4);
+  };
+  const VkDeviceSize num_at = place(mask.kv_num_blocks.data(), mask.kv_num_blocks.size());
+  const VkDeviceSize idx_at = place(mask.kv_indices.data(), mask.kv_indices.size());
+  const VkDeviceSize fnum_at = place(mask.full_kv_num_blocks.data(), mask.full_kv_num_blocks.size());
+  const VkDeviceSize fidx_at = place(mask.full_kv_indices.data(), mask.full_kv_indices.size());
+  const VkDeviceSize doc_at = place(doc.data(), doc.size()), alibi_at = place(alibi.data(), alibi.size());
+  const VkDeviceSize rel_at = place(rel_bias.data(), rel_bias.size()), bias_at = place(bias.data(), bias.size());
+  words.push_back(-7);
+  Buffer meta(ctx, words.size() * 4);
+  meta.upload(words.data(), words.size() * 4);
+
+  // Outputs: NaN-poisoned, guard bytes past them.
+  const uint64_t oes = dtype_size(c.out_dtype), rows = uint64_t(B) * Hq * uint64_t(Lq);
+  const uint64_t out_bytes = rows * row * oes, stat_bytes = rows * 4;
+  Buffer ob(ctx, out_bytes + kGuard), lb(ctx, stat_bytes + kGuard), mb(ctx, stat_bytes + kGuard);
+  for (Buffer* b : {&ob, &lb, &mb}) b->fill(0xFFFFFFFFu);
+
+  BlockSparseArgs a;
+  a.q = strided(qb, c.dtype, B, Hq, Lq);
+  a.k = strided(kb, c.dtype, Bkv, Hkv, Lkv);
+  a.v = strided(vb, c.dtype, Bkv, Hkv, Lkv);
+  a.out = strided(ob, c.out_dtype, B, Hq, Lq);
+  if (c.lse) a.lse = TensorView::contiguous(lb, DType::f32, {B, Hq, Lq});
+  if (c.row_max) a.row_max = TensorView::contiguous(mb, DType::f32, {B, Hq, Lq});
+  const int64_t QB = mask.q_blocks, KB = mask.kv_blocks, Sz = mask.sz, Sh = mask.sh;
+  a.mask.kv_num_blocks = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB}, num_at);
+  a.mask.kv_indices = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB, KB}, idx_at);
+  if (!mask.full_kv_num_blocks.empty()) {
+    a.mask.full_kv_num_blocks = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB}, fnum_at);
+    a.mask.full_kv_indices = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB, KB}, fidx_at);
+  }
+  a.mask.q_block_size = c.q_block;
+  a.mask.kv_block_size = c.kv_block;
+  a.mods = mp.mods;
+  a.values.window = mp.window;
+  a.values.prefix_len = mp.prefix_len;
+  a.values.softcap = mp.softcap;
+  if (mp.documents) a.values.document_ids = TensorView::contiguous(meta, DType::i32, {Lkv}, doc_at);
+  if (mp.alibi) a.values.alibi_slopes = TensorView::contiguous(meta, DType::f32, {Hq}, alibi_at);
+  if (mp.rel_bias) a.values.rel_bias = TensorView::contiguous(meta, DType::f32, {Hq, Lq + Lkv - 1}, rel_at);
+  if (mp.bias) a.values.bias = TensorView::contiguous(meta, DType::f32, {Hq, Lq, Lkv}, bias_at);
+  a.scale = c.scale;
+  a.q_offset = c.q_offset;
+  block_sparse_attention(ctx, a);
+
+  std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(stat_bytes + kGuard), max_raw(stat_bytes + kGuard);
+  ob.download(out_raw.data(), out_raw.size());
+  lb.download(lse_raw.data(), lse_raw.size());
+  mb.download(max_raw.data(), max_raw.size());
+
+  // The reference.
+  ref::BlockSparseProblem p;
+  p.batch = B;
+  p.q_heads = Hq;
+  p.kv_batch = Bkv;
+  p.kv_heads = Hkv;
+  p.q_len = Lq;
+  p.kv_len = Lkv;
+  p.qk_head_size = p.v_head_size = D;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.scale = c.scale != 0 ? double(c.scale) : double(static_cast<float>(1.0 / std::sqrt(double(D))));
+  p.mask = mask;
+  p.mask_mod = mask_mod;
+  p.score_mod = score_mod;
+  const ref::BlockSparseResult want = ref::block_sparse_attention(p);
+
+  // Compare.
+  const BlockSparseTolerance tol = block_sparse_tolerance(c);
+  const ref::ElemType ot = ref::elem_type(dtype_name(c.out_dtype));
+  const std::vector<double> got_all = ref::decode_values(ot, std::vector<uint8_t>(out_raw.begin(), out_raw.begin() + out_bytes));
+  auto f32_at = [](const std::vector<uint8_t>& raw, uint64_t i) {
+    float f;
+    std::memcpy(&f, &raw[i * 4], 4);
+    return double(f);
+  };
+  RunResult r;
+  r.pass = true;
+  auto fail = [&](const std::string& what) {
+    if (r.pass) r.pass = false, r.failure = what;
+  };
+  auto where = [&](uint64_t rw, int64_t d) {
+    std::ostringstream o;
+    o << "batch " << rw / (uint64_t(Hq) * Lq) << ", head " << (rw / Lq) % Hq << ", query " << rw % Lq;
+    if (d >= 0) o << ", dim " << d;
+    return o.str();
+  };
+  auto check_stat = [&](const char* name, double got, double want_v) {
+    std::ostringstream o;
+    if (want_v == -kInf) {
+      if (!(got == -kInf)) return o << name << " = " << got << ", expected -inf (no counted key)", o.str();
+      return std::string();
+    }
+    const double allowed = tol.lse_atol + 0x1p-20 * std::fabs(want_v);
+    if (!(std::fabs(got - want_v) <= allowed))
+      return o << name << " = " << got << ", reference " << want_v << " (allowed error " << allowed << ")", o.str();
+    return std::string();
+  };
+  std::vector<double> got(rows * D);
+  uint64_t counted = 0;
+  for (uint64_t rw = 0; rw < rows; ++rw) {
+    const double* w = &want.out[rw * D];
+    double maxabs = 0;
+    for (uint32_t d = 0; d < D; ++d) maxabs = std::max(maxabs, std::fabs(w[d]));
+    const bool empty = want.lse[rw] == -kInf;
+    for (uint32_t d = 0; d < D; ++d) {
+      const double g = got_all[rw * row + d];
+      got[rw * D + d] = g;
+      const double err = std::fabs(g - w[d]);
+      std::ostringstream o;
+      if (empty) {
+        if (g != 0) fail((o << where(rw, d) << ": out = " << g << ", expected exactly 0 (no counted key)", o.str()));
+        continue;
+      }
+      const double allowed = tol.row_atol * maxabs + tol.rtol * std::fabs(w[d]);
+      if (std::isfinite(err)) {
+        r.max_abs_err = std::max(r.max_abs_err, err);
+        if (maxabs > 0) r.max_rel_err = std::max(r.max_rel_err, err / maxabs);
+      }
+      if (!(err <= allowed))
+        fail((o << where(rw, d) << ": out = " << g << ", reference " << w[d] << " (error " << err << ", allowed " << allowed << ")",
+              o.str()));
+    }
+    // Padding between rows stays as poisoned.
+    for (uint64_t i = (rw * row + D) * oes; i < (rw + 1) * row * oes; ++i)
+      if (out_raw[i] != 0xFF) {
+        fail(where(rw, -1) + ": the padding after the row was written");
+        break;
+      }
+    if (c.lse) {
+      const std::string e = check_stat("lse", f32_at(lse_raw, rw), want.lse[rw]);
+      if (!e.empty()) fail(where(rw, -1) + ": " + e);
+    }
+    if (c.row_max) {
+      const std::string e = check_stat("row_max", f32_at(max_raw, rw), want.row_max[rw]);
+      if (!e.empty()) fail(where(rw, -1) + ": " + e);
+    }
+  }
+  for (auto [raw, from, name] : {std::tuple{&out_raw, out_bytes, "out"}, std::tuple{&lse_raw, c.lse ? stat_bytes : 0, "lse"},
+                                 std::tuple{&max_raw, c.row_max ? stat_bytes : 0, "row_max"}})
+    for (uint64_t i = from; i < raw->size(); ++i)
+      if ((*raw)[i] != 0xFF) {
+        fail(std::string(name) + " buffer byte " + std::to_string(i) + " past the output was written");
+        break;
+      }
+  // Counted pairs (for the density and FLOPs), from the lists and the mask mod.
+  {
+    // Each listed block's pairs that count (once per (b, h), by the mask's broadcast).
+    const uint32_t nb = static_cast<uint32_t>(mask.q_blocks);
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t h = 0; h < Hq; ++h)
+        for (uint32_t qb = 0; qb < nb; ++qb) {
+          const uint64_t rrow = (uint64_t(b % mask.sz) * mask.sh + h % mask.sh) * mask.q_blocks + qb;
+          const int64_t q0 = int64_t(qb) * c.q_block, q1 = std::min<int64_t>(Lq, q0 + c.q_block);
+          auto visit = [&](int32_t blk, bool partial) {
+            const int64_t k0 = int64_t(blk) * c.kv_block, k1 = std::min<int64_t>(Lkv, k0 + c.kv_block);
+            if (!partial || !mask_mod) return void(counted += uint64_t(std::max<int64_t>(k1 - k0, 0)) * uint64_t(q1 - q0));
+            for (int64_t qi = q0; qi < q1; ++qi)
+              for (int64_t kv = k0; kv < k1; ++kv) counted += mask_mod(b, h, qi, kv);
+          };
+          for (int32_t j = 0; j < mask.kv_num_blocks[rrow]; ++j) visit(mask.kv_indices[rrow * mask.kv_blocks + j], true);
+          if (!mask.full_kv_num_blocks.empty())
+            for (int32_t j = 0; j < mask.full_kv_num_blocks[rrow]; ++j) visit(mask.full_kv_indices[rrow * mask.kv_blocks + j], false);
+        }
+  }
+  const double density = double(counted) / (double(B) * Hq * double(Lq) * double(std::max<int64_t>(Lkv, 1)));
+
+  std::ostringstream tt;
+  tt << "|out - ref| <= " << tol.row_atol << " * max|ref row| + " << tol.rtol << " * |ref|";
+  if (c.lse || c.row_max) tt << "; |lse or row_max - ref| <= " << tol.lse_atol << " + 2^-20 |ref|";
+  tt << "; rows with no counted key exactly 0";
+  r.tolerance = tt.str();
+
+  if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
+    if (c.before_timing) c.before_timing();
+    r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { block_sparse_attention(ctx, a, cmd); }, c.timing_repetitions);
+  }
+  // FLOPs, not bytes: 4 * D per counted pair (q.k and p.v).
+  r.bytes = 0;
+  r.flops = 4.0 * D * double(counted);
+
+  std::ostringstream s;
+  s << "block_sparse_attention: B " << B << (Bkv != B ? " (K/V broadcast)" : "") << ", heads " << Hq << "/" << Hkv << " x " << D
+    << ", Lq " << Lq << ", Lkv " << Lkv << ", blocks " << c.q_block << "x" << c.kv_block << ", mask " << c.mask
+    << (c.score.empty() ? "" : ", score " + c.score) << " (mask " << Sz << "x" << Sh << ", density " << density << ")"
+    << ", " << dtype_name(c.dtype) << " -> " << dtype_name(c.out_dtype) << (c.lse ? ", lse" : "")
+    << (c.row_max ? ", row max" : "") << ", seed " << c.seed;
+  r.summary = s.str();
+  if (outputs) {
+    outputs->out = std::move(got);
+    outputs->ref_out = want.out;
+    for (uint64_t rw = 0; rw < rows; ++rw) {
+      if (c.lse) outputs->lse.push_back(f32_at(lse_raw, rw));
+      if (c.row_max) outputs->row_max.push_back(f32_at(max_raw, rw));
+    }
+    outputs->ref_lse = want.lse;
+    outputs->ref_row_max = want.row_max;
+    outputs->density = density;
+  }
+  return r;
+}
+
+}  // namespace vkattn::tool

@@ -1,0 +1,66 @@
+// `vkattn run block-sparse` (and the tests): random q, K, V and a block mask
+// built on the host from the case's mask mods (ref::build_block_mask, as
+// FlexAttention's create_block_mask), run through block_sparse_attention into
+// NaN-poisoned outputs with guard bytes past them, and every output (LSE and
+// row max too) checked against the float64 reference over the same lists.
+#pragma once
+#include <vkattn/block_sparse.hpp>
+#include <vkattn/context.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runners/op_runner.hpp"
+
+namespace vkattn::tool {
+
+struct BlockSparseCase {
+  uint32_t batch = 2, q_heads = 4, kv_heads = 2, head_size = 64;
+  uint32_t kv_batch = 0;   // 0: batch; 1: K/V broadcast over the batch
+  uint32_t q_len = 200, kv_len = 200;
+  uint32_t q_block = 64, kv_block = 64;
+  // Mask mods, comma-separated, all of which must admit a pair:
+  //   causal, window:N, document:N (N documents of random lengths),
+  //   prefix:N (prefix-LM: causal or kv < N; combines with nothing else),
+  //   random:DENSITY (a random share of the blocks, each full or partial
+  //   with no mask mod; combines with nothing else), full (every block full).
+  std::string mask = "causal";
+  // Score mods, comma-separated: softcap:C, alibi, relbias, bias.
+  std::string score;
+  uint32_t mask_batch = 1, mask_heads = 1;   // the mask's Sz and Sh (random masks differ per (z, h))
+  bool separate_full = true;                 // full blocks in their own lists (else all partial)
+  std::optional<int32_t> q_offset;           // default Lkv - Lq
+  DType dtype = DType::f16, out_dtype = DType::f16;
+  bool lse = false, row_max = false;
+  uint32_t token_padding = 0;                // elements between q/K/V/out token rows (strided views)
+  float scale = 0;                           // 0: 1 / sqrt(head_size)
+  uint64_t seed = 1;
+  uint32_t timing_repetitions = 20;
+  std::function<void()> before_timing;
+};
+
+struct BlockSparseOutputs {
+  std::vector<double> out, lse, row_max, ref_out, ref_lse, ref_row_max;
+  double density = 0;   // counted (q, kv) pairs / (Lq * Lkv), over every (b, h)
+};
+
+// The tolerance (the .cpp says why):
+//   out: |got - ref| <= row_atol * max|ref row| + rtol * |ref|;
+//   lse, row max: |got - ref| <= lse_atol + 2^-20 |ref|;
+//   rows with no counted key: out exactly 0, lse and row max -inf.
+struct BlockSparseTolerance {
+  double row_atol = 0, rtol = 0, lse_atol = 0;
+};
+BlockSparseTolerance block_sparse_tolerance(const BlockSparseCase& c);
+
+// The case's mods and block mask as the library takes them, for callers that
+// run the op themselves (the bench): mods and values' scalar fields only.
+BlockSparseMods block_sparse_mods(const BlockSparseCase& c);
+
+// Throws vkattn::Error for a malformed mask or score string.
+RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOutputs* outputs = nullptr);
+
+}  // namespace vkattn::tool
