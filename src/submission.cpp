@@ -121,6 +121,14 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
       throw Error(std::string("paged_attention: ") + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
                   std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
     }
+    case abi::STATUS_BLOCK_MASK_INDEX:
+      throw Error(std::string("block_sparse_attention: the block mask's ") + (b >> 31 ? "full_kv_indices" : "kv_indices") +
+                  " row " + std::to_string(a) + " entry " + std::to_string(b & 0x7FFFFFFFu) + " = " + std::to_string(static_cast<int32_t>(c)) +
+                  " on the device is not a kv block (expected 0 <= index < ceil(Lkv / kv_block_size)); that block was skipped");
+    case abi::STATUS_BLOCK_MASK_COUNT:
+      throw Error("block_sparse_attention: the block mask's row " + std::to_string(a) + " lists " +
+                  std::to_string(static_cast<int32_t>(c)) + " blocks on the device (expected 0 to kv_blocks = " + std::to_string(b) +
+                  "); the count was clamped");
     case abi::STATUS_SUBGROUP_SIZE:
       throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
                   " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");

@@ -44,9 +44,8 @@ struct BlockMask {
   TensorView kv_indices;                          // [Sz, Sh, q_blocks, kv_blocks]
   std::optional<TensorView> full_kv_num_blocks;   // as kv_num_blocks, or none
   std::optional<TensorView> full_kv_indices;      // as kv_indices, or none (both or neither)
-  // Multiples of the kernel's tiles: q_block_size of 32 and kv_block_size of
-  // 32 on every path (16 suffices for some head sizes on the scalar path);
-  // at most 32768.
+  // Multiples of 16 up to 32768 (the kernels take tiles that divide them:
+  // multiples of 128 get the matrix paths' largest).
   uint32_t q_block_size = 128, kv_block_size = 128;
 };
 

@@ -62,7 +62,7 @@ uint bs_kv_block_count() { return (pc.kv_len + bs_kv_block() - 1u) / bs_kv_block
 // A block count as the lists hold it, kept within [0, kv_blocks] (reported otherwise).
 int bs_checked_count(int n, uint row) {
   if (n < 0 || uint(n) > pc.kv_blocks) {
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, row, pc.kv_blocks, uint(n));
+    vka_report(STATUS_BLOCK_MASK_COUNT, row, pc.kv_blocks, uint(n));
     return clamp(n, 0, int(pc.kv_blocks));
   }
   return n;
@@ -118,7 +118,7 @@ uint bs_block(PaItem it, int j) {
                           : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + at];
   const uint n = bs_kv_block_count();
   if (idx < 0 || uint(idx) >= n) {
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.list / pc.kv_blocks, uint(j), uint(idx));
+    vka_report(STATUS_BLOCK_MASK_INDEX, it.list / pc.kv_blocks, partial ? uint(j) : uint(j - it.partial) | 0x80000000u, uint(idx));
     return n;
   }
   return uint(idx);

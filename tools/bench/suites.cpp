@@ -15,6 +15,8 @@ const std::vector<Suite>& suites() {
        "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DecodeOptions{}); }},
       {"prefill", "paged attention prefill and chunked prefill: causal 8k and 2k, 4 chunks over 4k, 8 chunks beside 64 decode rows, chunks of 128/32/8 over 2k; prefix_prefill (new K/V from tensors) B=4 ctx 4k q 512, ctx 0 q 8k, B=16 ctx 2k q 128; 32/8 heads x 128 (and one case each of 64 and 256), f16 NHD block 16 unless flags say otherwise",
        "TFLOP/s", [](Context& ctx, bool quick) { return prefill_cases(ctx, quick, DecodeOptions{}); }},
+      {"sparse", "block-sparse attention (FlexAttention's contract): B=4 H=32 S=8192 x 128 f16, masks causal, sliding window 1024, 8 documents, prefix-LM 2048, random 25% of blocks, dense",
+       "TFLOP/s", sparse_cases},
       {"serve", "a 32-layer serving loop (write_kv_cache + paged_attention per layer), planned and replayed: host and GPU per step",
        "GB/s", nullptr},
   };

@@ -26,6 +26,7 @@ const std::vector<Suite>& suites();
 const Suite* find_suite(const std::string& name);
 
 std::vector<BenchOp> write_kv_cache_cases(Context& ctx, bool quick);
+std::vector<BenchOp> sparse_cases(Context& ctx, bool quick);   // suite_sparse.cpp
 
 struct AttentionShape;
 

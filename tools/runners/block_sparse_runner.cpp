@@ -110,18 +110,40 @@ BlockSparseTolerance block_sparse_tolerance(const BlockSparseCase& c) {
 
 BlockSparseMods block_sparse_mods(const BlockSparseCase& c) { return parse(c).mods; }
 
-RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOutputs* outputs) {
-  const MaskPlan mp = parse(c);
-  const uint32_t B = c.batch, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_size;
-  const uint32_t Bkv = c.kv_batch ? c.kv_batch : B;
-  const int64_t Lq = c.q_len, Lkv = c.kv_len;
+namespace {
+
+// Everything of a case but the device: its tables, its block mask, the mods
+// as the reference applies them, and (when verified) q, K and V as stored.
+// The mods read the tables through `this`: a CaseData stays where it was made.
+struct CaseData {
+  MaskPlan mp;
+  uint32_t B = 0, Hq = 0, Hkv = 0, D = 0, Bkv = 0;
+  int64_t Lq = 0, Lkv = 0;
+  int32_t q_offset = 0;
+  std::vector<int32_t> doc;
+  std::vector<float> alibi, rel_bias, bias;
+  ref::BlockMaskRef mask;
+  ref::MaskMod mask_mod;
+  ref::ScoreMod score_mod;
+  std::vector<double> q, k, v;
+  double counted = 0;   // (q, kv) pairs that count, over every (b, h)
+
+  CaseData(const BlockSparseCase& c, bool with_values);
+  CaseData(const CaseData&) = delete;
+};
+
+CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
+  mp = parse(c);
+  B = c.batch, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_size;
+  Bkv = c.kv_batch ? c.kv_batch : B;
+  Lq = c.q_len, Lkv = c.kv_len;
   if (!B || !Hq || !Hkv || !D || !c.q_block || !c.kv_block || !c.mask_batch || !c.mask_heads)
     bad("batch, heads, head size, block sizes and mask extents must be >= 1");
-  const int32_t q_offset = c.q_offset ? *c.q_offset : static_cast<int32_t>(Lkv - Lq);
+  q_offset = c.q_offset ? *c.q_offset : static_cast<int32_t>(Lkv - Lq);
   ref::Rng rng(c.seed);
 
   // Document ids: N documents of random lengths over the kv positions.
-  std::vector<int32_t> doc(Lkv, 0);
+  doc.assign(Lkv, 0);
   if (mp.documents) {
     std::vector<int64_t> cuts;
     for (uint32_t i = 1; i < mp.documents; ++i) cuts.push_back(int64_t(rng.below(uint32_t(std::max<int64_t>(Lkv, 1)))));
@@ -129,7 +151,7 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     for (int64_t k = 0; k < Lkv; ++k)
       doc[k] = static_cast<int32_t>(std::upper_bound(cuts.begin(), cuts.end(), k) - cuts.begin());
   }
-  auto admits = [&](uint32_t bit, int64_t q_pos, int64_t kv) {
+  auto admits = [this](uint32_t bit, int64_t q_pos, int64_t kv) {
     switch (bit) {
       case kMaskCausal: return kv <= q_pos;
       case kMaskWindow: return q_pos - kv < mp.window;
@@ -137,9 +159,8 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
       default: return q_pos >= 0 && q_pos < Lkv && doc[q_pos] == doc[kv];
     }
   };
-  ref::MaskMod mask_mod;
   if (mp.mods.all || mp.mods.any)
-    mask_mod = [&, mods = mp.mods](uint32_t, uint32_t, int64_t q, int64_t kv) {
+    mask_mod = [this, admits, mods = mp.mods](uint32_t, uint32_t, int64_t q, int64_t kv) {
       const int64_t q_pos = q + q_offset;
       bool all = mods.all != 0, any = false;
       for (uint32_t bit = 1; bit <= kMaskDocument; bit <<= 1) {
@@ -150,7 +171,6 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     };
 
   // Score mods' tables.
-  std::vector<float> alibi, rel_bias, bias;
   if (mp.alibi)
     for (uint32_t h = 0; h < Hq; ++h) alibi.push_back(static_cast<float>(std::exp2(rng.uniform(-8, -2))));
   if (mp.rel_bias) {
@@ -161,9 +181,8 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     bias.resize(uint64_t(Hq) * Lq * Lkv);
     for (auto& x : bias) x = static_cast<float>(rng.uniform(-1, 1));
   }
-  ref::ScoreMod score_mod;
   if (mp.mods.score)
-    score_mod = [&](double s, uint32_t, uint32_t h, int64_t q, int64_t kv) {
+    score_mod = [this](double s, uint32_t, uint32_t h, int64_t q, int64_t kv) {
       if (mp.softcap > 0) s = double(mp.softcap) * std::tanh(s / double(mp.softcap));
       if (mp.alibi) s += double(alibi[h]) * double(kv - (q + q_offset));
       if (mp.rel_bias) s += rel_bias[uint64_t(h) * (Lq + Lkv - 1) + uint64_t(kv - q + Lq - 1)];
@@ -172,7 +191,6 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     };
 
   // The block mask.
-  ref::BlockMaskRef mask;
   if (mp.random_density >= 0 || mp.full) {
     mask.sz = c.mask_batch;
     mask.sh = c.mask_heads;
@@ -203,29 +221,74 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
                                  c.mask_batch, c.mask_heads, Lq, Lkv, c.q_block, c.kv_block, c.separate_full);
   }
 
+  if (with_values) {
+    const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
+    q = ref::round_to(et, ref::random_values(rng, uint64_t(B) * Hq * uint64_t(Lq) * D, 2.0));
+    k = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * D, 2.0));
+    v = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * D, 1.0));
+  }
+  // Counted pairs, from the lists and the mask mod: once per mask row, times
+  // the (b, h) that broadcast to it (the built-in mods ask neither).
+  for (uint32_t z = 0; z < mask.sz; ++z)
+    for (uint32_t hh = 0; hh < mask.sh; ++hh) {
+      const double users = double((B + mask.sz - 1 - z) / mask.sz) * double((Hq + mask.sh - 1 - hh) / mask.sh);
+      if (users == 0) continue;
+      for (uint32_t qb = 0; qb < mask.q_blocks; ++qb) {
+        const uint64_t rrow = (uint64_t(z) * mask.sh + hh) * mask.q_blocks + qb;
+        const int64_t q0 = int64_t(qb) * c.q_block, q1 = std::min<int64_t>(Lq, q0 + c.q_block);
+        auto visit = [&](int32_t blk, bool partial) {
+          const int64_t k0 = int64_t(blk) * c.kv_block, k1 = std::min<int64_t>(Lkv, k0 + c.kv_block);
+          if (!partial || !mask_mod) return void(counted += users * double(std::max<int64_t>(k1 - k0, 0)) * double(q1 - q0));
+          uint64_t n = 0;
+          for (int64_t qi = q0; qi < q1; ++qi)
+            for (int64_t kv = k0; kv < k1; ++kv) n += mask_mod(z, hh, qi, kv);
+          counted += users * double(n);
+        };
+        for (int32_t j = 0; j < mask.kv_num_blocks[rrow]; ++j) visit(mask.kv_indices[rrow * mask.kv_blocks + j], true);
+        if (!mask.full_kv_num_blocks.empty())
+          for (int32_t j = 0; j < mask.full_kv_num_blocks[rrow]; ++j) visit(mask.full_kv_indices[rrow * mask.kv_blocks + j], false);
+      }
+    }
+}
+
+// A case's device buffers and arguments. With the stored values (d.q, ...)
+// they are uploaded, rows padded apart; without, q, K and V are filled on the
+// device with a constant pattern (timing does not depend on the values).
+struct DeviceCase {
+  Buffer qb, kb, vb, meta, ob, lb, mb;
+  BlockSparseArgs a;
+  uint64_t out_bytes = 0, stat_bytes = 0, row = 0;
+};
+
+void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d, DeviceCase& dc) {
+  const uint32_t B = d.B, Hq = d.Hq, Hkv = d.Hkv, D = d.D, Bkv = d.Bkv;
+  const int64_t Lq = d.Lq, Lkv = d.Lkv;
+  const auto& mp = d.mp;
+  const auto& mask = d.mask;
   // q, K, V as stored (random, rounded to the dtype), rows padded apart.
   const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
   const uint64_t esz = dtype_size(c.dtype), row = D + c.token_padding;
-  auto make = [&](uint64_t batches, uint64_t heads, int64_t len, double amp, std::vector<double>& exact) {
-    exact = ref::round_to(et, ref::random_values(rng, batches * heads * uint64_t(len) * D, amp));
-    std::vector<double> padded(batches * heads * uint64_t(len) * row, 0.0);
-    for (uint64_t r = 0; r < batches * heads * uint64_t(len); ++r)
-      std::copy_n(&exact[r * D], D, &padded[r * row]);
-    return ref::encode_values(et, padded);
+  dc.row = row;
+  auto make = [&](Buffer& buf, uint64_t batches, uint64_t heads, int64_t len, const std::vector<double>& exact) {
+    const uint64_t rows_ = batches * heads * uint64_t(len);
+    buf = Buffer(ctx, std::max<uint64_t>(rows_ * row * esz, 16));
+    if (exact.empty()) {   // about 0.1 and 0.2 in f16 or bf16
+      buf.fill(c.dtype == DType::bf16 ? 0x3DCD3E4Du : 0x2E663266u);
+      return;
+    }
+    std::vector<double> padded(rows_ * row, 0.0);
+    for (uint64_t r = 0; r < rows_; ++r) std::copy_n(&exact[r * D], D, &padded[r * row]);
+    const auto bytes = ref::encode_values(et, padded);
+    if (!bytes.empty()) buf.upload(bytes.data(), bytes.size());
   };
-  std::vector<double> q, k, v;
-  const auto q_bytes = make(B, Hq, Lq, 2.0, q), k_bytes = make(Bkv, Hkv, Lkv, 2.0, k), v_bytes = make(Bkv, Hkv, Lkv, 1.0, v);
+  make(dc.qb, B, Hq, Lq, d.q);
+  make(dc.kb, Bkv, Hkv, Lkv, d.k);
+  make(dc.vb, Bkv, Hkv, Lkv, d.v);
   auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len) {
     TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(D)});
     view.strides = {h * len * int64_t(row), len * int64_t(row), int64_t(row), 1};
     return view;
   };
-  auto upload = [&](const std::vector<uint8_t>& bytes) {
-    Buffer b(ctx, std::max<uint64_t>(bytes.size(), 16));
-    if (!bytes.empty()) b.upload(bytes.data(), bytes.size());
-    return b;
-  };
-  Buffer qb = upload(q_bytes), kb = upload(k_bytes), vb = upload(v_bytes);
 
   // The mask lists and the mods' tables in one buffer, each one word past a
   // 16-byte boundary, as an engine may keep them.
@@ -241,25 +304,30 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   const VkDeviceSize idx_at = place(mask.kv_indices.data(), mask.kv_indices.size());
   const VkDeviceSize fnum_at = place(mask.full_kv_num_blocks.data(), mask.full_kv_num_blocks.size());
   const VkDeviceSize fidx_at = place(mask.full_kv_indices.data(), mask.full_kv_indices.size());
-  const VkDeviceSize doc_at = place(doc.data(), doc.size()), alibi_at = place(alibi.data(), alibi.size());
-  const VkDeviceSize rel_at = place(rel_bias.data(), rel_bias.size()), bias_at = place(bias.data(), bias.size());
+  const VkDeviceSize doc_at = place(d.doc.data(), d.doc.size()), alibi_at = place(d.alibi.data(), d.alibi.size());
+  const VkDeviceSize rel_at = place(d.rel_bias.data(), d.rel_bias.size()), bias_at = place(d.bias.data(), d.bias.size());
   words.push_back(-7);
-  Buffer meta(ctx, words.size() * 4);
-  meta.upload(words.data(), words.size() * 4);
+  dc.meta = Buffer(ctx, words.size() * 4);
+  dc.meta.upload(words.data(), words.size() * 4);
+  const Buffer& meta = dc.meta;
 
   // Outputs: NaN-poisoned, guard bytes past them.
   const uint64_t oes = dtype_size(c.out_dtype), rows = uint64_t(B) * Hq * uint64_t(Lq);
   const uint64_t out_bytes = rows * row * oes, stat_bytes = rows * 4;
-  Buffer ob(ctx, out_bytes + kGuard), lb(ctx, stat_bytes + kGuard), mb(ctx, stat_bytes + kGuard);
-  for (Buffer* b : {&ob, &lb, &mb}) b->fill(0xFFFFFFFFu);
+  dc.out_bytes = out_bytes;
+  dc.stat_bytes = stat_bytes;
+  dc.ob = Buffer(ctx, out_bytes + kGuard);
+  dc.lb = Buffer(ctx, stat_bytes + kGuard);
+  dc.mb = Buffer(ctx, stat_bytes + kGuard);
+  for (Buffer* b : {&dc.ob, &dc.lb, &dc.mb}) b->fill(0xFFFFFFFFu);
 
-  BlockSparseArgs a;
-  a.q = strided(qb, c.dtype, B, Hq, Lq);
-  a.k = strided(kb, c.dtype, Bkv, Hkv, Lkv);
-  a.v = strided(vb, c.dtype, Bkv, Hkv, Lkv);
-  a.out = strided(ob, c.out_dtype, B, Hq, Lq);
-  if (c.lse) a.lse = TensorView::contiguous(lb, DType::f32, {B, Hq, Lq});
-  if (c.row_max) a.row_max = TensorView::contiguous(mb, DType::f32, {B, Hq, Lq});
+  BlockSparseArgs& a = dc.a;
+  a.q = strided(dc.qb, c.dtype, B, Hq, Lq);
+  a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv);
+  a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv);
+  a.out = strided(dc.ob, c.out_dtype, B, Hq, Lq);
+  if (c.lse) a.lse = TensorView::contiguous(dc.lb, DType::f32, {B, Hq, Lq});
+  if (c.row_max) a.row_max = TensorView::contiguous(dc.mb, DType::f32, {B, Hq, Lq});
   const int64_t QB = mask.q_blocks, KB = mask.kv_blocks, Sz = mask.sz, Sh = mask.sh;
   a.mask.kv_num_blocks = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB}, num_at);
   a.mask.kv_indices = TensorView::contiguous(meta, DType::i32, {Sz, Sh, QB, KB}, idx_at);
@@ -279,29 +347,61 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   if (mp.bias) a.values.bias = TensorView::contiguous(meta, DType::f32, {Hq, Lq, Lkv}, bias_at);
   a.scale = c.scale;
   a.q_offset = c.q_offset;
+}
+
+}  // namespace
+
+struct BlockSparseTimed::State {
+  CaseData data;
+  DeviceCase device;
+  Context& ctx;
+  State(Context& ctx_, const BlockSparseCase& c) : data(c, false), ctx(ctx_) { make_device_case(ctx_, c, data, device); }
+};
+
+BlockSparseTimed::BlockSparseTimed(Context& ctx, const BlockSparseCase& c) : s_(std::make_unique<State>(ctx, c)) {}
+BlockSparseTimed::~BlockSparseTimed() = default;
+void BlockSparseTimed::record(VkCommandBuffer cmd) const { block_sparse_attention(s_->ctx, s_->device.a, cmd); }
+double BlockSparseTimed::flops() const { return 4.0 * s_->data.D * s_->data.counted; }
+double BlockSparseTimed::density() const {
+  const auto& d = s_->data;
+  return d.counted / (double(d.B) * d.Hq * double(d.Lq) * double(std::max<int64_t>(d.Lkv, 1)));
+}
+const BlockSparseArgs& BlockSparseTimed::args() const { return s_->device.a; }
+
+RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOutputs* outputs) {
+  const CaseData d(c, true);
+  DeviceCase dc;
+  make_device_case(ctx, c, d, dc);
+  const uint32_t B = d.B, Hq = d.Hq, D = d.D;
+  const int64_t Lq = d.Lq;
+  const auto& mask = d.mask;
+  const BlockSparseArgs& a = dc.a;
+  const uint64_t out_bytes = dc.out_bytes, stat_bytes = dc.stat_bytes, row = dc.row, oes = dtype_size(c.out_dtype);
+  const uint64_t rows = uint64_t(B) * Hq * uint64_t(Lq);
+  const int64_t Sz = mask.sz, Sh = mask.sh;
   block_sparse_attention(ctx, a);
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(stat_bytes + kGuard), max_raw(stat_bytes + kGuard);
-  ob.download(out_raw.data(), out_raw.size());
-  lb.download(lse_raw.data(), lse_raw.size());
-  mb.download(max_raw.data(), max_raw.size());
+  dc.ob.download(out_raw.data(), out_raw.size());
+  dc.lb.download(lse_raw.data(), lse_raw.size());
+  dc.mb.download(max_raw.data(), max_raw.size());
 
   // The reference.
   ref::BlockSparseProblem p;
   p.batch = B;
   p.q_heads = Hq;
-  p.kv_batch = Bkv;
-  p.kv_heads = Hkv;
+  p.kv_batch = d.Bkv;
+  p.kv_heads = d.Hkv;
   p.q_len = Lq;
-  p.kv_len = Lkv;
+  p.kv_len = d.Lkv;
   p.qk_head_size = p.v_head_size = D;
-  p.q = q;
-  p.k = k;
-  p.v = v;
+  p.q = d.q;
+  p.k = d.k;
+  p.v = d.v;
   p.scale = c.scale != 0 ? double(c.scale) : double(static_cast<float>(1.0 / std::sqrt(double(D))));
   p.mask = mask;
-  p.mask_mod = mask_mod;
-  p.score_mod = score_mod;
+  p.mask_mod = d.mask_mod;
+  p.score_mod = d.score_mod;
   const ref::BlockSparseResult want = ref::block_sparse_attention(p);
 
   // Compare.
@@ -382,27 +482,7 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
         fail(std::string(name) + " buffer byte " + std::to_string(i) + " past the output was written");
         break;
       }
-  // Counted pairs (for the density and FLOPs), from the lists and the mask mod.
-  {
-    // Each listed block's pairs that count (once per (b, h), by the mask's broadcast).
-    const uint32_t nb = static_cast<uint32_t>(mask.q_blocks);
-    for (uint32_t b = 0; b < B; ++b)
-      for (uint32_t h = 0; h < Hq; ++h)
-        for (uint32_t qb = 0; qb < nb; ++qb) {
-          const uint64_t rrow = (uint64_t(b % mask.sz) * mask.sh + h % mask.sh) * mask.q_blocks + qb;
-          const int64_t q0 = int64_t(qb) * c.q_block, q1 = std::min<int64_t>(Lq, q0 + c.q_block);
-          auto visit = [&](int32_t blk, bool partial) {
-            const int64_t k0 = int64_t(blk) * c.kv_block, k1 = std::min<int64_t>(Lkv, k0 + c.kv_block);
-            if (!partial || !mask_mod) return void(counted += uint64_t(std::max<int64_t>(k1 - k0, 0)) * uint64_t(q1 - q0));
-            for (int64_t qi = q0; qi < q1; ++qi)
-              for (int64_t kv = k0; kv < k1; ++kv) counted += mask_mod(b, h, qi, kv);
-          };
-          for (int32_t j = 0; j < mask.kv_num_blocks[rrow]; ++j) visit(mask.kv_indices[rrow * mask.kv_blocks + j], true);
-          if (!mask.full_kv_num_blocks.empty())
-            for (int32_t j = 0; j < mask.full_kv_num_blocks[rrow]; ++j) visit(mask.full_kv_indices[rrow * mask.kv_blocks + j], false);
-        }
-  }
-  const double density = double(counted) / (double(B) * Hq * double(Lq) * double(std::max<int64_t>(Lkv, 1)));
+  const double density = d.counted / (double(B) * Hq * double(Lq) * double(std::max<int64_t>(d.Lkv, 1)));
 
   std::ostringstream tt;
   tt << "|out - ref| <= " << tol.row_atol << " * max|ref row| + " << tol.rtol << " * |ref|";
@@ -416,11 +496,11 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   }
   // FLOPs, not bytes: 4 * D per counted pair (q.k and p.v).
   r.bytes = 0;
-  r.flops = 4.0 * D * double(counted);
+  r.flops = 4.0 * D * d.counted;
 
   std::ostringstream s;
-  s << "block_sparse_attention: B " << B << (Bkv != B ? " (K/V broadcast)" : "") << ", heads " << Hq << "/" << Hkv << " x " << D
-    << ", Lq " << Lq << ", Lkv " << Lkv << ", blocks " << c.q_block << "x" << c.kv_block << ", mask " << c.mask
+  s << "block_sparse_attention: B " << B << (d.Bkv != B ? " (K/V broadcast)" : "") << ", heads " << Hq << "/" << d.Hkv << " x " << D
+    << ", Lq " << Lq << ", Lkv " << d.Lkv << ", blocks " << c.q_block << "x" << c.kv_block << ", mask " << c.mask
     << (c.score.empty() ? "" : ", score " + c.score) << " (mask " << Sz << "x" << Sh << ", density " << density << ")"
     << ", " << dtype_name(c.dtype) << " -> " << dtype_name(c.out_dtype) << (c.lse ? ", lse" : "")
     << (c.row_max ? ", row max" : "") << ", seed " << c.seed;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,23 @@ BlockSparseTolerance block_sparse_tolerance(const BlockSparseCase& c);
 // The case's mods and block mask as the library takes them, for callers that
 // run the op themselves (the bench): mods and values' scalar fields only.
 BlockSparseMods block_sparse_mods(const BlockSparseCase& c);
+
+// A case on the device for timing alone: q, K and V filled with a constant
+// pattern (the time does not depend on the values), the block mask built on
+// the host as run_block_sparse builds it.
+class BlockSparseTimed {
+ public:
+  BlockSparseTimed(Context& ctx, const BlockSparseCase& c);
+  ~BlockSparseTimed();
+  void record(VkCommandBuffer cmd) const;
+  double flops() const;     // 4 * head_size per counted (q, kv) pair
+  double density() const;   // counted pairs / (B * Hq * Lq * Lkv)
+  const BlockSparseArgs& args() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // Throws vkattn::Error for a malformed mask or score string.
 RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOutputs* outputs = nullptr);

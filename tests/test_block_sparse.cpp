@@ -1,0 +1,291 @@
+// block_sparse_attention against the float64 reference (seed 004's
+// semantics, ref::block_sparse_attention over the same block lists): the
+// runner (tools/runners/block_sparse_runner.cpp) builds the block mask from
+// the case's mask mods as create_block_mask does, poisons the outputs and
+// checks every element, the padding between rows and guard bytes past them.
+// Covered: every built-in mask and score mod, all/any combinations,
+// partial-only and full-only masks, random per-head masks, rows with no
+// counted key, Lq != Lkv, GQA 1, 4 and 5, K/V broadcast (Bkv = 1), lengths
+// that are not multiples of the blocks, strided views, bf16, f32 output,
+// LSE and row max, head sizes 16 to 256; pipelines made by prepare; bad
+// input (host checks and the device's report of bad block lists).
+#include <cmath>
+#include <cstring>
+
+#include "runners/block_sparse_runner.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+using tool::BlockSparseCase;
+
+bool on_cpu(Context& ctx) { return ctx.capabilities().device_type == "CPU"; }
+
+BlockSparseCase make(const std::string& mask, uint32_t hq, uint32_t hkv, uint32_t d, uint32_t lq, uint32_t lkv, uint64_t seed) {
+  BlockSparseCase c;
+  c.mask = mask;
+  c.q_heads = hq;
+  c.kv_heads = hkv;
+  c.head_size = d;
+  c.q_len = lq;
+  c.kv_len = lkv;
+  c.seed = seed;
+  c.timing_repetitions = 0;
+  return c;
+}
+
+struct Combo {
+  std::string name;
+  BlockSparseCase c;
+  bool gpu_only = false;
+};
+void PrintTo(const Combo& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Combo> combos() {
+  std::vector<Combo> v;
+  auto add = [&](std::string name, BlockSparseCase c, bool gpu_only = false) { v.push_back({std::move(name), c, gpu_only}); };
+  {
+    auto c = make("causal", 4, 2, 64, 200, 200, 1);
+    c.lse = c.row_max = true;
+    add("causal_gqa2_d64_lse_rowmax", c);
+  }
+  add("causal_window_gqa4", make("causal,window:50", 8, 2, 64, 150, 150, 2));
+  {
+    auto c = make("causal,document:5", 5, 1, 32, 130, 130, 3);
+    c.score = "alibi,softcap:4";
+    c.lse = true;
+    add("document_alibi_softcap_gqa5", c);
+  }
+  {
+    auto c = make("prefix:70", 2, 2, 64, 160, 160, 4);
+    c.score = "relbias,bias";
+    c.row_max = true;
+    add("prefix_lm_relbias_bias", c);
+  }
+  {
+    // Lq != Lkv: the queries are the last Lq positions (q_offset = Lkv - Lq).
+    auto c = make("causal", 4, 1, 64, 70, 230, 5);
+    c.lse = true;
+    add("causal_lq70_lkv230_gqa4", c);
+  }
+  {
+    // q_offset below Lkv - Lq: the first rows see no key (out 0, lse -inf).
+    auto c = make("causal", 2, 1, 32, 96, 96, 6);
+    c.q_offset = -40;
+    c.lse = c.row_max = true;
+    add("empty_rows_q_offset", c);
+  }
+  {
+    auto c = make("random:0.3", 4, 2, 64, 192, 256, 7);
+    c.mask_heads = 4;
+    c.kv_batch = 1;
+    c.lse = true;
+    add("random_per_head_kv_broadcast", c);
+  }
+  {
+    auto c = make("causal", 2, 2, 64, 128, 128, 8);
+    c.separate_full = false;   // every block partial
+    add("partial_only", c);
+  }
+  add("full_only", make("full", 2, 1, 64, 100, 140, 9));
+  {
+    auto c = make("random:0.15", 2, 2, 32, 128, 128, 10);   // some rows list no block
+    c.mask_heads = 2;
+    c.mask_batch = 2;
+    c.lse = true;
+    add("sparse_random_empty_blocks_batched_mask", c);
+  }
+  {
+    auto c = make("causal,window:40", 4, 2, 64, 140, 140, 11);
+    c.dtype = DType::bf16;
+    c.out_dtype = DType::f32;
+    c.token_padding = 8;
+    c.q_block = c.kv_block = 32;
+    add("bf16_f32_out_strided_blocks32", c);
+  }
+  {
+    auto c = make("causal", 2, 1, 16, 70, 70, 12);
+    c.token_padding = 3;   // rows not 16-byte aligned: 2-byte K/V loads
+    c.q_block = 32;
+    c.kv_block = 32;
+    add("d16_narrow_rows", c);
+  }
+  {
+    auto c = make("causal", 2, 1, 256, 64, 64, 13);
+    c.q_block = c.kv_block = 32;
+    add("d256", c);
+  }
+  {
+    auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
+    c.q_block = c.kv_block = 128;
+    c.score = "softcap:30";
+    c.lse = true;
+    add("gpu_causal_document_softcap_h32x8_d128_s1024", c, true);
+  }
+  {
+    auto c = make("random:0.25", 8, 8, 128, 1024, 1024, 15);
+    c.mask_heads = 8;
+    c.dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    add("gpu_random_bf16_d128_s1024", c, true);
+  }
+  {
+    auto c = make("causal", 8, 2, 80, 1000, 1000, 16);
+    c.q_block = c.kv_block = 64;
+    add("gpu_causal_d80_s1000", c, true);
+  }
+  return v;
+}
+
+class BlockSparseCombos : public VkTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(BlockSparseCombos, MatchesReference) {
+  const Combo& p = GetParam();
+  if (p.gpu_only && on_cpu(ctx())) GTEST_SKIP() << "full-size shape: GPUs only";
+  tool::BlockSparseOutputs outs;
+  auto r = tool::run_block_sparse(ctx(), p.c, &outs);
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure << "\ntolerance: " << r.tolerance;
+  EXPECT_GT(outs.density, 0.0) << r.summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BlockSparseCombos, ::testing::ValuesIn(combos()),
+                         [](const auto& info) { return info.param.name; });
+
+// The cases above must be able to fail: rows with no counted key come out 0
+// with lse -inf, and rows with keys do not.
+TEST_F(VkTest, BlockSparseEmptyRowsAreZeroWithLseMinusInf) {
+  auto c = make("causal", 1, 1, 32, 64, 64, 21);
+  c.q_offset = -10;
+  c.lse = true;
+  tool::BlockSparseOutputs outs;
+  auto r = tool::run_block_sparse(ctx(), c, &outs);
+  ASSERT_TRUE(r.pass) << r.failure;
+  for (int q = 0; q < 64; ++q) {
+    if (q < 10) {
+      EXPECT_EQ(outs.lse[q], -INFINITY) << "query " << q;
+      for (int d = 0; d < 32; ++d) EXPECT_EQ(outs.out[q * 32 + d], 0.0);
+    } else {
+      EXPECT_TRUE(std::isfinite(outs.lse[q])) << "query " << q;
+    }
+  }
+}
+
+// ---- hand-built inputs: prepare, bad input ----
+
+class BlockSparseSmall : public VkTest {
+ protected:
+  static constexpr int64_t B = 1, H = 2, L = 64, D = 32;
+  void SetUp() override {
+    VkTest::SetUp();
+    qkv_ = Buffer(ctx(), 4 * B * H * L * D * 2);
+    qkv_.fill(0x2E663266u);
+    meta_ = Buffer(ctx(), 256);
+    // One q block of 64 over one kv block of 64: partial, index 0.
+    const int32_t words[] = {1, 0};   // kv_num_blocks, kv_indices
+    meta_.upload(words, sizeof words);
+    a_.q = TensorView::contiguous(qkv_, DType::f16, {B, H, L, D});
+    a_.k = TensorView::contiguous(qkv_, DType::f16, {B, H, L, D}, B * H * L * D * 2);
+    a_.v = TensorView::contiguous(qkv_, DType::f16, {B, H, L, D}, 2 * B * H * L * D * 2);
+    a_.out = TensorView::contiguous(qkv_, DType::f16, {B, H, L, D}, 3 * B * H * L * D * 2);
+    a_.mask.kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {1, 1, 1});
+    a_.mask.kv_indices = TensorView::contiguous(meta_, DType::i32, {1, 1, 1, 1}, 4);
+    a_.mask.q_block_size = a_.mask.kv_block_size = 64;
+    a_.mods.all = kMaskCausal;
+  }
+  Buffer qkv_, meta_;
+  BlockSparseArgs a_;
+};
+
+TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = v.kv_block_size = 64;
+  v.mods.all = kMaskCausal;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  const size_t prepared = ctx().pipelines_created();
+  block_sparse_attention(ctx(), a_);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
+TEST_F(BlockSparseSmall, BadInputGetsAClearError) {
+  {
+    auto a = a_;
+    a.mask.kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {1, 1, 2});
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "mask.kv_num_blocks", "ceil(Lq / q_block_size)");
+  }
+  {
+    auto a = a_;
+    a.mask.q_block_size = 24;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "q_block_size = 24", "multiple of 16");
+  }
+  {
+    auto a = a_;
+    a.mask.kv_block_size = 40;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "kv_block_size = 40", "multiple of 16");
+  }
+  {
+    auto a = a_;
+    a.v = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16}, 2 * B * H * L * D * 2);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "head size", "not supported yet");
+  }
+  {
+    auto a = a_;
+    a.k = TensorView::contiguous(qkv_, DType::f16, {2, H, L, D}, 0);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "k's batch is 2", "or 1 (broadcast)");
+  }
+  {
+    auto a = a_;
+    a.mods.all |= kMaskWindow;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "values.window = 0", "kMaskWindow");
+  }
+  {
+    auto a = a_;
+    a.mods.all |= kMaskDocument;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "values.document_ids is missing");
+  }
+  {
+    auto a = a_;
+    a.mods.score = 64;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "mods.score = 64", "unknown bits");
+  }
+  {
+    auto a = a_;
+    a.out = a.q;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "out");
+  }
+  {
+    auto a = a_;
+    a.mask.full_kv_num_blocks = a.mask.kv_num_blocks;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "come together");
+  }
+  {
+    auto a = a_;
+    a.lse = TensorView::contiguous(meta_, DType::f32, {B, H, L / 2});
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "lse");
+  }
+  {
+    auto a = a_;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a, VK_NULL_HANDLE), "VK_NULL_HANDLE");
+  }
+}
+
+// Block lists are read on the device: an index past the keys, a negative one
+// and a count above the lists' capacity are kept in bounds and reported.
+TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {
+  const std::pair<std::vector<int32_t>, const char*> bad[] = {
+      {{1, 5}, "kv_indices row 0 entry 0 = 5 on the device is not a kv block"},
+      {{1, -3}, "kv_indices row 0 entry 0 = -3"},
+      {{7, 0}, "row 0 lists 7 blocks on the device (expected 0 to kv_blocks = 1)"}};
+  for (const auto& [words, message] : bad) {
+    meta_.upload(words.data(), words.size() * 4);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a_), message);
+  }
+  const int32_t good[] = {1, 0};
+  meta_.upload(good, sizeof good);
+  block_sparse_attention(ctx(), a_);   // the status was reset: a good run passes
+}
+
+}  // namespace
+}  // namespace vkattn::test
