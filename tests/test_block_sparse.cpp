@@ -271,6 +271,29 @@ TEST_F(BlockSparseSmall, BadInputGetsAClearError) {
   }
 }
 
+TEST_F(BlockSparseSmall, MaskBuilderBadInputGetsAClearError) {
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = L;
+  b.kv_len = 2 * L;   // two kv blocks of 64: more than the lists hold
+  b.mask = a_.mask;
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "kv_blocks >= ceil(Lkv / kv_block_size)");
+  b.kv_len = L;
+  b.mods.score = kScoreAlibi;
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "score mods do not shape a block mask");
+  b.mods.score = 0;
+  b.mask.full_kv_num_blocks = b.mask.kv_num_blocks;
+  b.mask.full_kv_indices = b.mask.kv_indices;
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "overlap");
+  b.mask.full_kv_num_blocks.reset();
+  b.mask.full_kv_indices.reset();
+  build_block_mask(ctx(), b);   // causal over one 64x64 block: one partial block
+  int32_t words[2];
+  meta_.download(words, sizeof words);
+  EXPECT_EQ(words[0], 1);
+  EXPECT_EQ(words[1], 0);
+}
+
 // Block lists are read on the device: an index past the keys, a negative one
 // and a count above the lists' capacity are kept in bounds and reported.
 TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {

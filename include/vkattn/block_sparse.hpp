@@ -121,4 +121,26 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& args, VkCommand
 // Runs it on the Context's queue and waits.
 void block_sparse_attention(Context& ctx, const BlockSparseArgs& args);
 
+// FlexAttention's create_block_mask on the device: a kernel evaluates the
+// mask mods (the same functions the attention applies) over every (q, kv)
+// pair of each block inside the lengths, for each mask row (z < Sz, h < Sh,
+// q block; b = z and h = h for the mods), and writes the lists: blocks where
+// every pair counts as full (when full lists are given; else as partial),
+// blocks where some pair counts as partial, indices increasing. List entries
+// past the counts are left as they were. The recorded form owes the barriers
+// ops.hpp states between it and the attention that reads the mask.
+struct BlockMaskBuild {
+  BlockSparseMods mods;          // its mask mods (all, any); score must be 0
+  BlockSparseModValues values;   // window, prefix_len, document_ids, as the mods need
+  int64_t q_len = 0, kv_len = 0;
+  std::optional<int32_t> q_offset;   // default kv_len - q_len
+  // Written: kv_num_blocks [Sz, Sh, ceil(Lq / q_block_size)] and kv_indices
+  // [.., kv_blocks >= ceil(Lkv / kv_block_size)], and the full lists when given.
+  BlockMask mask;
+};
+void build_block_mask(Context& ctx, const BlockMaskBuild& build, VkCommandBuffer cmd);
+void build_block_mask(Context& ctx, const BlockMaskBuild& build);
+// Creates the builder's pipelines for these mask mods (score bits ignored).
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods);
+
 }  // namespace vkattn

@@ -38,12 +38,6 @@ layout(set = 0, binding = BS_BINDING_KV_INDICES, std430) readonly buffer BsKvIdx
 layout(set = 0, binding = BS_BINDING_FULL_NUM_BLOCKS, std430) readonly buffer BsFullNum { int bs_full_num_blocks[]; };
 layout(set = 0, binding = BS_BINDING_FULL_INDICES, std430) readonly buffer BsFullIdx { int bs_full_indices[]; };
 
-// Element offset of view v (binding v + 1) inside its binding.
-uint bs_view_offset(uint v) {
-  const uint w = v < 4u ? pc.view_offsets0 : v < 8u ? pc.view_offsets1 : v < 12u ? pc.view_offsets2 : pc.view_offsets3;
-  return (w >> (8u * (v % 4u))) & 0xFFu;
-}
-
 #include "block_sparse_mods.glsl"
 
 struct PaItem {

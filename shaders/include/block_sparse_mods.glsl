@@ -8,10 +8,17 @@
 // buffers it declares with VKA_MOD_BUFFER(slot, type, name) (slots 0 to 3).
 // The variant's mask is ANDed with the built-in one; its score mod runs
 // after the built-in ones.
-// Include after the push constants and block_sparse_io.glsl's bindings.
+// Include after abi/block_sparse.h (block_sparse_io.glsl and
+// block_mask_build.comp do).
 #ifndef VKATTN_BLOCK_SPARSE_MODS_GLSL
 #define VKATTN_BLOCK_SPARSE_MODS_GLSL
 #include "attention_logits.glsl"
+
+// Element offset of view v (binding v + 1) inside its binding.
+uint bs_view_offset(uint v) {
+  const uint w = v < 4u ? pc.view_offsets0 : v < 8u ? pc.view_offsets1 : v < 12u ? pc.view_offsets2 : pc.view_offsets3;
+  return (w >> (8u * (v % 4u))) & 0xFFu;
+}
 
 layout(set = 0, binding = BS_BINDING_ALIBI, std430) readonly buffer BsAlibi { float bs_alibi[]; };
 layout(set = 0, binding = BS_BINDING_DOCUMENT, std430) readonly buffer BsDocument { int bs_document[]; };

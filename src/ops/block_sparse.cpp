@@ -151,6 +151,112 @@ void check_contiguous_f32(const char* name, const TensorView& t, std::initialize
   }
 }
 
+// The block mask's views for queries of length Lq: shapes, dtypes, and that
+// the lists can hold every kv block of Lkv keys (a builder's need; the
+// attention reads only the counts' entries).
+struct MaskShape {
+  int64_t sz, sh, q_blocks, kv_blocks;
+};
+MaskShape check_mask(const BlockMask& m, int64_t Lq, int64_t Lkv, bool every_block = false) {
+  if (m.kv_num_blocks.shape.size() != 3)
+    fail("mask.kv_num_blocks has " + num(int64_t(m.kv_num_blocks.shape.size())) + " dimensions, expected 3: [Sz, Sh, q_blocks]");
+  if (m.kv_indices.shape.size() != 4)
+    fail("mask.kv_indices has " + num(int64_t(m.kv_indices.shape.size())) + " dimensions, expected 4: [Sz, Sh, q_blocks, kv_blocks]");
+  const int64_t Sz = m.kv_num_blocks.shape[0], Sh = m.kv_num_blocks.shape[1];
+  const int64_t QB = (Lq + m.q_block_size - 1) / m.q_block_size, KB = m.kv_indices.shape[3];
+  if (Sz < 1 || Sz > 65535 || Sh < 1 || Sh > 65535)
+    fail("the mask's batch and head extents are " + num(Sz) + " and " + num(Sh) + ": expected 1 to 65535 each");
+  if (KB < 1) fail("mask.kv_indices has 0 columns, expected kv_blocks >= 1");
+  check_mask_view("mask.kv_num_blocks", m.kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
+  check_mask_view("mask.kv_indices", m.kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
+  if (m.full_kv_num_blocks.has_value() != m.full_kv_indices.has_value())
+    fail("mask.full_kv_num_blocks and mask.full_kv_indices come together: expected both or neither");
+  if (m.full_kv_num_blocks) {
+    check_mask_view("mask.full_kv_num_blocks", *m.full_kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
+    check_mask_view("mask.full_kv_indices", *m.full_kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
+  }
+  if (uint64_t(Sz) * uint64_t(Sh) * uint64_t(QB) * uint64_t(KB) >= (1ull << 32)) fail("the mask's index lists must hold fewer than 2^32 entries");
+  const int64_t blocks = (Lkv + m.kv_block_size - 1) / m.kv_block_size;
+  if (every_block && KB < blocks)
+    fail("mask.kv_indices holds " + num(KB) + " blocks per row, fewer than the " + num(blocks) +
+         " kv blocks of Lkv = " + num(Lkv) + ": expected kv_blocks >= ceil(Lkv / kv_block_size)");
+  return {Sz, Sh, QB, KB};
+}
+
+
+// The mods' values for a run of these lengths (those of mods that are off
+// must be absent); returns q_offset.
+int32_t check_values(const BlockSparseMods& mods, const BlockSparseModValues& mv, std::optional<int32_t> q_offset_opt,
+                     int64_t Hq, int64_t Lq, int64_t Lkv) {
+  const uint32_t masks = mods.all | mods.any;
+  const int64_t q_offset = q_offset_opt ? *q_offset_opt : Lkv - Lq;
+  if ((masks & kMaskWindow) && mv.window < 1) fail("values.window = " + num(mv.window) + ", expected >= 1 with kMaskWindow");
+  if ((masks & kMaskPrefix) && mv.prefix_len < 0) fail("values.prefix_len = " + num(mv.prefix_len) + ", expected >= 0 with kMaskPrefix");
+  if (mods.score & kScoreSoftcap && !(mv.softcap > 0 && std::isfinite(mv.softcap)))
+    fail("values.softcap = " + std::to_string(mv.softcap) + ", expected a finite value > 0 with kScoreSoftcap");
+  auto need = [&](const std::optional<TensorView>& t, bool on, const char* name, const char* mod) {
+    if (on && !t) fail(std::string("values.") + name + " is missing: " + mod + " needs it");
+    if (!on && t) fail(std::string("values.") + name + " is given but " + mod + " is off: expected it absent");
+  };
+  need(mv.alibi_slopes, mods.score & kScoreAlibi, "alibi_slopes", "kScoreAlibi");
+  need(mv.document_ids, masks & kMaskDocument, "document_ids", "kMaskDocument");
+  need(mv.rel_bias, mods.score & kScoreRelBias, "rel_bias", "kScoreRelBias");
+  need(mv.bias, mods.score & kScoreBias, "bias", "kScoreBias");
+  if (mv.alibi_slopes) check_contiguous_f32("values.alibi_slopes", *mv.alibi_slopes, {Hq}, {"Hq"});
+  if (mv.document_ids) {
+    check_mask_view("values.document_ids", *mv.document_ids, {Lkv}, {"Lkv"});
+    if (q_offset < 0 || q_offset + Lq > Lkv)
+      fail("kMaskDocument reads document_ids at q_idx + q_offset: expected 0 <= q_offset and q_offset + Lq <= Lkv (q_offset " +
+           num(q_offset) + ", Lq " + num(Lq) + ", Lkv " + num(Lkv) + ")");
+  }
+  if (mv.rel_bias) check_contiguous_f32("values.rel_bias", *mv.rel_bias, {Hq, Lq + Lkv - 1}, {"Hq", "Lq + Lkv - 1"});
+  if (mv.bias) {
+    check_contiguous_f32("values.bias", *mv.bias, {Hq, Lq, Lkv}, {"Hq", "Lq", "Lkv"});
+    if (uint64_t(Hq) * uint64_t(Lq) * uint64_t(Lkv) >= (1ull << 32)) fail("values.bias must hold fewer than 2^32 elements");
+  }
+  if (q_offset < INT32_MIN || q_offset > INT32_MAX) fail("q_offset = " + num(q_offset) + " must fit 32 bits");
+  return static_cast<int32_t>(q_offset);
+}
+// The views of a run bound to their bindings (view v is binding v + 1), and
+// each view's element offset inside its own.
+struct Bindings {
+  explicit Bindings(ContextImpl& impl_) : impl(impl_) {}
+  void bind(uint32_t binding, const TensorView* v, const char* name) {
+    BufferBinding& to = buffers[binding - 1];
+    if (!v) {
+      to = placeholder_binding(impl);
+      return;
+    }
+    const BoundView bv = bind_view(impl, *v, kOp, name);
+    to = bv.binding;
+    const uint32_t view = binding - 1;
+    offsets[view / 4] |= bv.element_offset << (8 * (view % 4));
+  }
+  uint32_t offset_of(uint32_t binding) const { return (offsets[(binding - 1) / 4] >> (8 * ((binding - 1) % 4))) & 0xFF; }
+  ContextImpl& impl;
+  BufferBinding buffers[abi::BS_BINDINGS - 1];
+  uint32_t offsets[4] = {0, 0, 0, 0};
+};
+
+// What the attention and the mask builder share of the push constants: the
+// lengths, the mask's geometry, the mask mods' values, the view offsets.
+void set_mask_push(abi::BlockSparsePush& push, const MaskShape& ms, const BlockMask& m, int64_t Lq, int64_t Lkv,
+                   const BlockSparseModValues& mv, int32_t q_offset, const Bindings& b) {
+  push.q_len = static_cast<uint32_t>(Lq);
+  push.kv_len = static_cast<uint32_t>(Lkv);
+  push.mask_extents = static_cast<uint32_t>(ms.sz) | static_cast<uint32_t>(ms.sh) << 16;
+  push.q_blocks = static_cast<uint32_t>(ms.q_blocks);
+  push.kv_blocks = static_cast<uint32_t>(ms.kv_blocks);
+  push.block_sizes = m.q_block_size | m.kv_block_size << 16;
+  push.window = mv.window;
+  push.prefix_len = mv.prefix_len;
+  push.q_offset = q_offset;
+  push.view_offsets0 = b.offsets[0];
+  push.view_offsets1 = b.offsets[1];
+  push.view_offsets2 = b.offsets[2];
+  push.view_offsets3 = b.offsets[3];
+}
+
 }  // namespace
 
 void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants) {
@@ -201,56 +307,10 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (a.row_max) check_contiguous_f32("row_max", *a.row_max, {B, Hq, Lq}, {"B", "Hq", "Lq"});
   if (uint64_t(B) * uint64_t(Hq) * uint64_t(Lq) >= (1ull << 32)) fail("B * Hq * Lq must be below 2^32");
 
-  // The mask.
+  const MaskShape ms = check_mask(a.mask, Lq, Lkv);
   const BlockMask& m = a.mask;
-  if (m.kv_num_blocks.shape.size() != 3)
-    fail("mask.kv_num_blocks has " + num(int64_t(m.kv_num_blocks.shape.size())) + " dimensions, expected 3: [Sz, Sh, q_blocks]");
-  if (m.kv_indices.shape.size() != 4)
-    fail("mask.kv_indices has " + num(int64_t(m.kv_indices.shape.size())) + " dimensions, expected 4: [Sz, Sh, q_blocks, kv_blocks]");
-  const int64_t Sz = m.kv_num_blocks.shape[0], Sh = m.kv_num_blocks.shape[1];
-  const int64_t QB = (Lq + m.q_block_size - 1) / m.q_block_size, KB = m.kv_indices.shape[3];
-  if (Sz < 1 || Sz > 65535 || Sh < 1 || Sh > 65535)
-    fail("the mask's batch and head extents are " + num(Sz) + " and " + num(Sh) + ": expected 1 to 65535 each");
-  if (KB < 1) fail("mask.kv_indices has 0 columns, expected kv_blocks >= 1");
-  check_mask_view("mask.kv_num_blocks", m.kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
-  check_mask_view("mask.kv_indices", m.kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
-  if (m.full_kv_num_blocks.has_value() != m.full_kv_indices.has_value())
-    fail("mask.full_kv_num_blocks and mask.full_kv_indices come together: expected both or neither");
-  if (m.full_kv_num_blocks) {
-    check_mask_view("mask.full_kv_num_blocks", *m.full_kv_num_blocks, {Sz, Sh, QB}, {"Sz", "Sh", "ceil(Lq / q_block_size)"});
-    check_mask_view("mask.full_kv_indices", *m.full_kv_indices, {Sz, Sh, QB, KB}, {"Sz", "Sh", "ceil(Lq / q_block_size)", "kv_blocks"});
-  }
-  if (uint64_t(Sz) * uint64_t(Sh) * uint64_t(QB) * uint64_t(KB) >= (1ull << 32)) fail("the mask's index lists must hold fewer than 2^32 entries");
-
-  // The mods' values.
   const BlockSparseModValues& mv = a.values;
-  const uint32_t masks = a.mods.all | a.mods.any;
-  const int64_t q_offset = a.q_offset ? *a.q_offset : Lkv - Lq;
-  if ((masks & kMaskWindow) && mv.window < 1) fail("values.window = " + num(mv.window) + ", expected >= 1 with kMaskWindow");
-  if ((masks & kMaskPrefix) && mv.prefix_len < 0) fail("values.prefix_len = " + num(mv.prefix_len) + ", expected >= 0 with kMaskPrefix");
-  if (a.mods.score & kScoreSoftcap && !(mv.softcap > 0 && std::isfinite(mv.softcap)))
-    fail("values.softcap = " + std::to_string(mv.softcap) + ", expected a finite value > 0 with kScoreSoftcap");
-  auto need = [&](const std::optional<TensorView>& t, bool on, const char* name, const char* mod) {
-    if (on && !t) fail(std::string("values.") + name + " is missing: " + mod + " needs it");
-    if (!on && t) fail(std::string("values.") + name + " is given but " + mod + " is off: expected it absent");
-  };
-  need(mv.alibi_slopes, a.mods.score & kScoreAlibi, "alibi_slopes", "kScoreAlibi");
-  need(mv.document_ids, masks & kMaskDocument, "document_ids", "kMaskDocument");
-  need(mv.rel_bias, a.mods.score & kScoreRelBias, "rel_bias", "kScoreRelBias");
-  need(mv.bias, a.mods.score & kScoreBias, "bias", "kScoreBias");
-  if (mv.alibi_slopes) check_contiguous_f32("values.alibi_slopes", *mv.alibi_slopes, {Hq}, {"Hq"});
-  if (mv.document_ids) {
-    check_mask_view("values.document_ids", *mv.document_ids, {Lkv}, {"Lkv"});
-    if (q_offset < 0 || q_offset + Lq > Lkv)
-      fail("kMaskDocument reads document_ids at q_idx + q_offset: expected 0 <= q_offset and q_offset + Lq <= Lkv (q_offset " +
-           num(q_offset) + ", Lq " + num(Lq) + ", Lkv " + num(Lkv) + ")");
-  }
-  if (mv.rel_bias) check_contiguous_f32("values.rel_bias", *mv.rel_bias, {Hq, Lq + Lkv - 1}, {"Hq", "Lq + Lkv - 1"});
-  if (mv.bias) {
-    check_contiguous_f32("values.bias", *mv.bias, {Hq, Lq, Lkv}, {"Hq", "Lq", "Lkv"});
-    if (uint64_t(Hq) * uint64_t(Lq) * uint64_t(Lkv) >= (1ull << 32)) fail("values.bias must hold fewer than 2^32 elements");
-  }
-  if (q_offset < INT32_MIN || q_offset > INT32_MAX) fail("q_offset = " + num(q_offset) + " must fit 32 bits");
+  const int32_t q_offset = check_values(a.mods, mv, a.q_offset, Hq, Lq, Lkv);
   const float scale = a.scale == 0 ? static_cast<float>(1.0 / std::sqrt(double(D))) : a.scale;
   if (!std::isfinite(scale)) fail("scale = " + std::to_string(a.scale) + ", expected a finite value (0: 1 / sqrt(head_size))");
 
@@ -266,20 +326,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   check_apart(kOp, outputs, inputs);
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
 
-  // Bindings (view v is binding v + 1) and each view's element offset in its own.
-  BufferBinding bindings[abi::BS_BINDINGS - 1];
-  uint32_t offsets[4] = {0, 0, 0, 0};
-  auto bind = [&](uint32_t binding, const TensorView* v, const char* name) {
-    BufferBinding& to = bindings[binding - 1];
-    if (!v) {
-      to = placeholder_binding(impl);
-      return;
-    }
-    const BoundView bv = bind_view(impl, *v, kOp, name);
-    to = bv.binding;
-    const uint32_t view = binding - 1;
-    offsets[view / 4] |= bv.element_offset << (8 * (view % 4));
-  };
+  Bindings bindings(impl);
+  auto bind = [&](uint32_t binding, const TensorView* v, const char* name) { bindings.bind(binding, v, name); };
   auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   bind(abi::BS_BINDING_Q, &a.q, "q");
   bind(abi::BS_BINDING_OUT, &a.out, "out");
@@ -308,14 +356,11 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
   // 16-byte loads need every row of 8 elements on a 16-byte word of its binding.
-  const uint32_t k_at = (offsets[(abi::BS_BINDING_K - 1) / 4] >> (8 * ((abi::BS_BINDING_K - 1) % 4))) & 0xFF;
-  const uint32_t v_at = (offsets[(abi::BS_BINDING_V - 1) / 4] >> (8 * ((abi::BS_BINDING_V - 1) % 4))) & 0xFF;
-  bool wide = k_at % 8 == 0 && v_at % 8 == 0;
+  bool wide = bindings.offset_of(abi::BS_BINDING_K) % 8 == 0 && bindings.offset_of(abi::BS_BINDING_V) % 8 == 0;
   for (int d = 0; d < 3; ++d) wide = wide && a.k.stride(d) % 8 == 0 && a.v.stride(d) % 8 == 0;
   if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
   push.batch = static_cast<uint32_t>(B);
-  push.q_len = static_cast<uint32_t>(Lq);
-  push.kv_len = static_cast<uint32_t>(Lkv);
+  set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));
   push.q_head_stride = static_cast<uint32_t>(a.q.stride(1));
   push.q_token_stride = static_cast<uint32_t>(a.q.stride(2));
@@ -328,24 +373,100 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.out_batch_stride = static_cast<uint32_t>(a.out.stride(0));
   push.out_head_stride = static_cast<uint32_t>(a.out.stride(1));
   push.out_token_stride = static_cast<uint32_t>(a.out.stride(2));
-  push.mask_extents = static_cast<uint32_t>(Sz) | static_cast<uint32_t>(Sh) << 16;
-  push.q_blocks = static_cast<uint32_t>(QB);
-  push.kv_blocks = static_cast<uint32_t>(KB);
-  push.block_sizes = m.q_block_size | m.kv_block_size << 16;
-  push.window = mv.window;
-  push.prefix_len = mv.prefix_len;
-  push.q_offset = static_cast<int32_t>(q_offset);
   push.scale = scale;
   push.softcap = mv.softcap;
-  push.view_offsets0 = offsets[0];
-  push.view_offsets1 = offsets[1];
-  push.view_offsets2 = offsets[2];
-  push.view_offsets3 = offsets[3];
-  record_dispatch(impl, cmd, pipe, bindings, &push, grid);
+  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid);
 }
 
 void block_sparse_attention(Context& ctx, const BlockSparseArgs& args) {
   ctx.submit_and_wait([&](VkCommandBuffer cmd) { block_sparse_attention(ctx, args, cmd); });
+}
+
+namespace {
+
+constexpr std::string_view kBuildOp = "build_block_mask";
+
+[[noreturn]] void build_fail(const std::string& what) { throw Error("build_block_mask: " + what); }
+
+const Pipeline& build_pipeline(ContextImpl& impl, const BlockSparseMods& mods) {
+  abi::BlockSparseSpec spec;
+  spec.PA_WORKGROUP_SIZE = std::min<uint32_t>(256, impl.caps.max_workgroup_invocations);
+  spec.BS_MASK_ALL = mods.all;
+  spec.BS_MASK_ANY = mods.any;
+  return impl.pipelines->get({"block_mask_build", Path::scalar, spec_words(spec), abi::BS_BINDINGS, sizeof(abi::BlockSparsePush), 0});
+}
+
+}  // namespace
+
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods) {
+  auto& impl = ctx.impl();
+  impl.check_usable(kBuildOp);
+  for (BlockSparseMods m : mods) {
+    m.score = 0;
+    build_pipeline(impl, m);
+  }
+}
+
+void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd) {
+  auto& impl = ctx.impl();
+  impl.check_usable(kBuildOp);
+  const int64_t Lq = b.q_len, Lkv = b.kv_len;
+  if (Lq < 0 || Lkv < 0 || Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536)
+    build_fail("q_len = " + num(Lq) + " and kv_len = " + num(Lkv) + ": expected 0 to 2^31 - 2^16 each");
+  if (b.mods.score) build_fail("mods.score = " + num(b.mods.score) + ": score mods do not shape a block mask (expected 0)");
+  BlockSparseVariant var;   // for its checks of the block sizes and mask bits
+  var.num_q_heads = var.num_kv_heads = 1;
+  var.head_size = 16;
+  var.q_block_size = b.mask.q_block_size;
+  var.kv_block_size = b.mask.kv_block_size;
+  var.mods = b.mods;
+  try {
+    check_variant(var);
+  } catch (const Error& e) {
+    build_fail(std::string(e.what()).substr(kOp.size() + 2));
+  }
+  MaskShape ms;
+  int32_t q_offset = 0;
+  try {
+    ms = check_mask(b.mask, Lq, Lkv, /*every_block=*/true);
+    q_offset = check_values(b.mods, b.values, b.q_offset, 1, Lq, Lkv);
+  } catch (const Error& e) {
+    build_fail(std::string(e.what()).substr(kOp.size() + 2));
+  }
+  const BlockMask& m = b.mask;
+  const BlockSparseModValues& mv = b.values;
+  const NamedView outputs[] = {{&m.kv_num_blocks, "mask.kv_num_blocks"}, {&m.kv_indices, "mask.kv_indices"},
+                               {m.full_kv_num_blocks ? &*m.full_kv_num_blocks : nullptr, "mask.full_kv_num_blocks"},
+                               {m.full_kv_indices ? &*m.full_kv_indices : nullptr, "mask.full_kv_indices"}};
+  const NamedView inputs[] = {{mv.document_ids ? &*mv.document_ids : nullptr, "values.document_ids"}};
+  check_apart(kBuildOp, outputs, inputs);
+  for (const auto& o : outputs)
+    if (o.view) check_distinct_elements(kBuildOp, o.name, *o.view);
+  if (!cmd) build_fail("the command buffer is VK_NULL_HANDLE");
+
+  Bindings bindings(impl);
+  auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
+  for (uint32_t binding = 1; binding < abi::BS_BINDINGS; ++binding) bindings.bind(binding, nullptr, "");
+  bindings.bind(abi::BS_BINDING_KV_NUM_BLOCKS, &m.kv_num_blocks, "mask.kv_num_blocks");
+  bindings.bind(abi::BS_BINDING_KV_INDICES, &m.kv_indices, "mask.kv_indices");
+  bindings.bind(abi::BS_BINDING_FULL_NUM_BLOCKS, opt(m.full_kv_num_blocks), "mask.full_kv_num_blocks");
+  bindings.bind(abi::BS_BINDING_FULL_INDICES, opt(m.full_kv_indices), "mask.full_kv_indices");
+  bindings.bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
+  const uint64_t rows = uint64_t(ms.sz) * uint64_t(ms.sh) * uint64_t(ms.q_blocks);
+  if (rows == 0) return;
+  BlockSparseMods mods = b.mods;
+  const Pipeline& pipe = build_pipeline(impl, mods);
+  abi::BlockSparsePush push{};
+  const Grid grid = fold_grid(impl, rows, kBuildOp);
+  push.num_workgroups = static_cast<uint32_t>(rows);
+  push.grid_x = grid.x;
+  push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
+  set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
+  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid);
+}
+
+void build_block_mask(Context& ctx, const BlockMaskBuild& build) {
+  ctx.submit_and_wait([&](VkCommandBuffer cmd) { build_block_mask(ctx, build, cmd); });
 }
 
 }  // namespace vkattn

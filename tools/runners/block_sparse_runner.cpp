@@ -349,14 +349,91 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   a.q_offset = c.q_offset;
 }
 
+// Builds the case's mask on the device from its mods into fresh buffers
+// (entries past the counts poisoned) and compares it with the host's lists;
+// returns the first difference, or "".
+std::string check_device_mask(Context& ctx, const BlockSparseCase& c, const CaseData& d, const DeviceCase& dc) {
+  const auto& m = d.mask;
+  const uint64_t rows = uint64_t(m.sz) * m.sh * m.q_blocks, list = rows * m.kv_blocks;
+  const bool full = !m.full_kv_num_blocks.empty();
+  Buffer lists(ctx, 4 * (2 * rows + 2 * list) + 16);
+  lists.fill(0xDEADBEEFu);
+  const int64_t Sz = m.sz, Sh = m.sh, QB = m.q_blocks, KB = m.kv_blocks;
+  BlockMaskBuild b;
+  b.mods = d.mp.mods;
+  b.mods.score = 0;
+  b.values = dc.a.values;
+  b.values.alibi_slopes.reset();
+  b.values.rel_bias.reset();
+  b.values.bias.reset();
+  b.q_len = d.Lq;
+  b.kv_len = d.Lkv;
+  b.q_offset = c.q_offset;
+  b.mask.q_block_size = c.q_block;
+  b.mask.kv_block_size = c.kv_block;
+  b.mask.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB});
+  b.mask.kv_indices = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB, KB}, 4 * rows);
+  if (full) {
+    b.mask.full_kv_num_blocks = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB}, 4 * (rows + list));
+    b.mask.full_kv_indices = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB, KB}, 4 * (2 * rows + list));
+  }
+  build_block_mask(ctx, b);
+  std::vector<int32_t> got(2 * rows + 2 * list);
+  lists.download(got.data(), got.size() * 4);
+  auto compare = [&](const char* name, const int32_t* num, const int32_t* idx, const std::vector<int32_t>& want_num,
+                     const std::vector<int32_t>& want_idx) -> std::string {
+    for (uint64_t r = 0; r < rows; ++r) {
+      if (num[r] != want_num[r])
+        return std::string("build_block_mask: ") + name + " count of mask row " + std::to_string(r) + " = " +
+               std::to_string(num[r]) + ", the host builder's " + std::to_string(want_num[r]);
+      for (int32_t j = 0; j < num[r]; ++j)
+        if (idx[r * m.kv_blocks + j] != want_idx[r * m.kv_blocks + j])
+          return std::string("build_block_mask: ") + name + " row " + std::to_string(r) + " entry " + std::to_string(j) +
+                 " = " + std::to_string(idx[r * m.kv_blocks + j]) + ", the host builder's " +
+                 std::to_string(want_idx[r * m.kv_blocks + j]);
+    }
+    return "";
+  };
+  std::string e = compare("kv_indices", &got[0], &got[rows], m.kv_num_blocks, m.kv_indices);
+  if (e.empty() && full) e = compare("full_kv_indices", &got[rows + list], &got[2 * rows + list], m.full_kv_num_blocks, m.full_kv_indices);
+  return e;
+}
+
 }  // namespace
 
 struct BlockSparseTimed::State {
   CaseData data;
   DeviceCase device;
   Context& ctx;
-  State(Context& ctx_, const BlockSparseCase& c) : data(c, false), ctx(ctx_) { make_device_case(ctx_, c, data, device); }
+  Buffer lists;   // the mask builder's output
+  BlockMaskBuild build;
+  bool builds = false;
+  State(Context& ctx_, const BlockSparseCase& c) : data(c, false), ctx(ctx_) {
+    make_device_case(ctx_, c, data, device);
+    if (data.mp.random_density >= 0 || data.mp.full) return;
+    builds = true;
+    const auto& m = data.mask;
+    const int64_t Sz = m.sz, Sh = m.sh, QB = m.q_blocks, KB = m.kv_blocks, rows = Sz * Sh * QB;
+    lists = Buffer(ctx_, 4 * (2 * rows + 2 * rows * KB));
+    build.mods = data.mp.mods;
+    build.values = device.a.values;
+    build.q_len = data.Lq;
+    build.kv_len = data.Lkv;
+    build.q_offset = c.q_offset;
+    build.mask.q_block_size = c.q_block;
+    build.mask.kv_block_size = c.kv_block;
+    build.mask.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB});
+    build.mask.kv_indices = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB, KB}, 4 * rows);
+    build.mask.full_kv_num_blocks = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB}, 4 * (rows + rows * KB));
+    build.mask.full_kv_indices = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB, KB}, 4 * (2 * rows + rows * KB));
+  }
 };
+
+bool BlockSparseTimed::record_mask_build(VkCommandBuffer cmd) const {
+  if (!s_->builds) return false;
+  build_block_mask(s_->ctx, s_->build, cmd);
+  return true;
+}
 
 BlockSparseTimed::BlockSparseTimed(Context& ctx, const BlockSparseCase& c) : s_(std::make_unique<State>(ctx, c)) {}
 BlockSparseTimed::~BlockSparseTimed() = default;
@@ -379,6 +456,17 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   const uint64_t out_bytes = dc.out_bytes, stat_bytes = dc.stat_bytes, row = dc.row, oes = dtype_size(c.out_dtype);
   const uint64_t rows = uint64_t(B) * Hq * uint64_t(Lq);
   const int64_t Sz = mask.sz, Sh = mask.sh;
+  RunResult r;
+  r.pass = true;
+  auto fail = [&](const std::string& what) {
+    if (r.pass) r.pass = false, r.failure = what;
+  };
+  // A mask made from mods is also built on the device (build_block_mask), and
+  // its lists must be the host builder's.
+  if (d.mp.random_density < 0 && !d.mp.full) {
+    const std::string e = check_device_mask(ctx, c, d, dc);
+    if (!e.empty()) fail(e);
+  }
   block_sparse_attention(ctx, a);
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(stat_bytes + kGuard), max_raw(stat_bytes + kGuard);
@@ -412,11 +500,6 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     float f;
     std::memcpy(&f, &raw[i * 4], 4);
     return double(f);
-  };
-  RunResult r;
-  r.pass = true;
-  auto fail = [&](const std::string& what) {
-    if (r.pass) r.pass = false, r.failure = what;
   };
   auto where = [&](uint64_t rw, int64_t d) {
     std::ostringstream o;

@@ -72,6 +72,9 @@ class BlockSparseTimed {
   double flops() const;     // 4 * head_size per counted (q, kv) pair
   double density() const;   // counted pairs / (B * Hq * Lq * Lkv)
   const BlockSparseArgs& args() const;
+  // Records build_block_mask of the case's mask (cases whose mask comes from
+  // mods) into lists of its own; false for random and full masks.
+  bool record_mask_build(VkCommandBuffer cmd) const;
 
  private:
   struct State;
