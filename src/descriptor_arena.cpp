@@ -4,7 +4,7 @@ namespace vkattn::detail {
 
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
-constexpr uint32_t kBuffersPerPool = kSetsPerPool * 16;
+constexpr uint32_t kBuffersPerPool = kSetsPerPool * 20;   // the most bindings a kernel has (dispatch.cpp)
 }
 
 VkDescriptorSet DescriptorArena::allocate(const VkFunctions& vk, VkDevice device, VkDescriptorSetLayout layout) {

@@ -57,7 +57,7 @@ Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {
 void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, std::span<const BufferBinding> bindings,
                      const void* push, Grid grid) {
   const auto& vk = impl.vk;
-  constexpr std::size_t kMaxBindings = 16;
+  constexpr std::size_t kMaxBindings = 20;   // block-sparse attention: 15 views and 4 variant buffers, with the status
   if (bindings.size() + 1 != p.bindings || p.bindings > kMaxBindings)
     throw Error("internal: kernel expects " + std::to_string(p.bindings - 1) + " bindings, got " + std::to_string(bindings.size()));
   // A synchronous op records into the Context's own command buffer: its

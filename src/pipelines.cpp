@@ -12,11 +12,14 @@
 #include <filesystem>
 
 #include "context_impl.hpp"
+#include "block_sparse_variants.hpp"
 #include "shader_registry.hpp"
 
 namespace vkattn::detail {
 
 const EmbeddedModule* find_module(std::string_view kernel, std::string_view path) {
+  // Variants' kernels (registered at run time) are named KERNEL@VARIANT.
+  if (kernel.find('@') != std::string_view::npos) return find_registered_module(kernel, path);
   const EmbeddedModule* universal = nullptr;
   for (const auto& m : embedded_modules()) {
     if (kernel != m.kernel) continue;

@@ -9,8 +9,10 @@
 // that are not multiples of the blocks, strided views, bf16, f32 output,
 // LSE and row max, head sizes 16 to 256; pipelines made by prepare; bad
 // input (host checks and the device's report of bad block lists).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "runners/block_sparse_runner.hpp"
 #include "vk_test.hpp"
@@ -152,6 +154,40 @@ TEST_P(BlockSparseCombos, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, BlockSparseCombos, ::testing::ValuesIn(combos()),
                          [](const auto& info) { return info.param.name; });
 
+// A custom variant (tests/variants/stripes.glsl, compiled into the tests by
+// vkattn_add_block_sparse_variant) against its C++ twin: every third key
+// (shifted per head) masked, a per-key weight times b + 1 added to the score.
+BlockSparseCase stripes(BlockSparseCase c) {
+  auto weights = std::make_shared<std::vector<float>>(c.kv_len);
+  auto shifts = std::make_shared<std::vector<int32_t>>(c.q_heads);
+  for (uint32_t k = 0; k < c.kv_len; ++k) (*weights)[k] = float(int(k * 37 % 17) - 8) / 16.0f;
+  for (uint32_t h = 0; h < c.q_heads; ++h) (*shifts)[h] = int32_t(h % 3);
+  c.custom_mods = "test_stripes";
+  c.custom_mask = [shifts](uint32_t, uint32_t h, int64_t, int64_t kv) { return (kv + (*shifts)[h]) % 3 != 1; };
+  c.custom_score = [weights](double s, uint32_t b, uint32_t, int64_t, int64_t kv) { return s + double((*weights)[kv]) * (b + 1); };
+  std::vector<uint32_t> w(c.kv_len), sh(c.q_heads);
+  std::memcpy(w.data(), weights->data(), w.size() * 4);
+  std::memcpy(sh.data(), shifts->data(), sh.size() * 4);
+  c.custom_buffers = {{"head_shift", sh}, {"key_weight", w}};
+  return c;
+}
+
+TEST_F(VkTest, BlockSparseCustomVariantMatchesItsCppTwin) {
+  for (auto c : {make("causal", 4, 2, 64, 150, 150, 31), make("", 3, 1, 32, 100, 170, 32)}) {
+    c = stripes(c);
+    c.lse = true;
+    if (c.mask.empty()) c.score = "alibi";
+    auto r = tool::run_block_sparse(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  }
+  if (!on_cpu(ctx())) {
+    auto c = stripes(make("causal,window:300", 8, 2, 128, 700, 700, 33));
+    c.q_block = c.kv_block = 128;
+    auto r = tool::run_block_sparse(ctx(), c);
+    EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  }
+}
+
 // The cases above must be able to fail: rows with no counted key come out 0
 // with lse -inf, and rows with keys do not.
 TEST_F(VkTest, BlockSparseEmptyRowsAreZeroWithLseMinusInf) {
@@ -292,6 +328,25 @@ TEST_F(BlockSparseSmall, MaskBuilderBadInputGetsAClearError) {
   meta_.download(words, sizeof words);
   EXPECT_EQ(words[0], 1);
   EXPECT_EQ(words[1], 0);
+}
+
+TEST_F(BlockSparseSmall, CustomModsAndTheirBuffersAreCheckedByName) {
+  std::vector<std::string> names = block_sparse_variant_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "test_stripes"), names.end());
+  Buffer w(ctx(), 256), sh(ctx(), 256);
+  auto a = a_;
+  a.custom_mods = "no_such_variant";
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom_mods = 'no_such_variant' is not a registered", "test_stripes");
+  a.custom_mods = "test_stripes";
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "reads buffer 'key_weight'", "custom_buffers");
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::f32, {L})}, {"weights", TensorView::contiguous(sh, DType::i32, {H})}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "'weights'", "its buffers: key_weight, head_shift");
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::f32, {L})}, {"head_shift", TensorView::contiguous(sh, DType::i32, {H}, 4)}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom buffer 'head_shift' starts 4 bytes past");
+  a.custom_mods.clear();
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "only a variant (custom_mods) has");
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant("test_stripes", {}, {}), "already registered");
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant("Bad-Name", {}, {}), "lowercase");
 }
 
 // Block lists are read on the device: an index past the keys, a negative one

@@ -35,6 +35,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace vkattn {
 
@@ -97,6 +100,11 @@ struct BlockSparseArgs {
   BlockSparseModValues values;
   float scale = 0;                     // 0: 1 / sqrt(Dqk)
   std::optional<int32_t> q_offset;     // default Lkv - Lq
+  // A registered variant's mods (block_sparse_variant.hpp), by name, applied
+  // after the built-in ones; "" for none. Its buffers by the names it was
+  // compiled with, each view starting on a storage-buffer offset alignment.
+  std::string custom_mods;
+  std::vector<std::pair<std::string, TensorView>> custom_buffers;
 };
 
 // What a layer's pipeline depends on, for prepare.
@@ -106,6 +114,7 @@ struct BlockSparseVariant {
   uint32_t q_block_size = 128, kv_block_size = 128;
   BlockSparseMods mods;
   bool lse = false, row_max = false;
+  std::string custom_mods;   // as BlockSparseArgs::custom_mods
 };
 
 // Creates the pipelines these variants need (before the first step).
@@ -134,13 +143,16 @@ struct BlockMaskBuild {
   BlockSparseModValues values;   // window, prefix_len, document_ids, as the mods need
   int64_t q_len = 0, kv_len = 0;
   std::optional<int32_t> q_offset;   // default kv_len - q_len
+  std::string custom_mods;           // as BlockSparseArgs: the variant's mask mod applies too
+  std::vector<std::pair<std::string, TensorView>> custom_buffers;
   // Written: kv_num_blocks [Sz, Sh, ceil(Lq / q_block_size)] and kv_indices
   // [.., kv_blocks >= ceil(Lkv / kv_block_size)], and the full lists when given.
   BlockMask mask;
 };
 void build_block_mask(Context& ctx, const BlockMaskBuild& build, VkCommandBuffer cmd);
 void build_block_mask(Context& ctx, const BlockMaskBuild& build);
-// Creates the builder's pipelines for these mask mods (score bits ignored).
-void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods);
+// Creates the builder's pipelines for these mask mods (score bits ignored)
+// and custom mods ("" for none).
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const std::string& custom_mods = "");
 
 }  // namespace vkattn

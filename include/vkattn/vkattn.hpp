@@ -3,6 +3,7 @@
 #include <vkattn/bench_kernels.hpp>
 #include <vkattn/block_allocator.hpp>
 #include <vkattn/block_sparse.hpp>
+#include <vkattn/block_sparse_variant.hpp>
 #include <vkattn/buffer.hpp>
 #include <vkattn/capabilities.hpp>
 #include <vkattn/capability_report.hpp>

@@ -1,13 +1,17 @@
 // Block-sparse attention's mask and score mods (FlexAttention's mask_mod and
 // score_mod): the built-in ones, chosen by spec constants (abi/block_sparse.h
-// defines their bits and meaning), and a variant's own, compiled in from the
-// file VKA_MOD_FILE names. Such a file defines either or both of
+// defines their bits and meaning), and a variant's own: modules built with
+// VKA_MOD=1 include its file as "vka_mod.glsl" (cmake/block_sparse_variant.cmake
+// puts it there). Such a file defines either or both of
 //   bool vka_mask_mod(uint b, uint h, int q_idx, int kv_idx);
 //   float vka_score_mod(float score, uint b, uint h, int q_idx, int kv_idx);
 // with `#define VKA_MASK_MOD 1` / `#define VKA_SCORE_MOD 1`, and may read
-// buffers it declares with VKA_MOD_BUFFER(slot, type, name) (slots 0 to 3).
-// The variant's mask is ANDed with the built-in one; its score mod runs
-// after the built-in ones.
+// buffers it declares with VKA_MOD_BUFFER(slot, type, name) (slots 0 to 3,
+// named in slot order where the variant is compiled; its reads must stay
+// inside them: each is bound to exactly the view the caller passes). b and h
+// are the batch and q head (the mask builder: the mask row's z and h);
+// q_idx and kv_idx the query's and key's indices. The variant's mask is
+// ANDed with the built-in one; its score mod runs after the built-in ones.
 // Include after abi/block_sparse.h (block_sparse_io.glsl and
 // block_mask_build.comp do).
 #ifndef VKATTN_BLOCK_SPARSE_MODS_GLSL
@@ -26,9 +30,9 @@ layout(set = 0, binding = BS_BINDING_REL_BIAS, std430) readonly buffer BsRelBias
 layout(set = 0, binding = BS_BINDING_BIAS, std430) readonly buffer BsBias { float bs_bias[]; };
 
 #define VKA_MOD_BUFFER(slot, type, name) \
-  layout(set = 0, binding = BS_BINDINGS + (slot), std430) readonly buffer VkaModBuffer##slot { type name[]; };
-#ifdef VKA_MOD_FILE
-#include VKA_MOD_FILE
+  layout(set = 0, binding = BS_BINDING_MOD0 + (slot), std430) readonly buffer VkaModBuffer##slot { type name[]; };
+#if VKA_MOD
+#include "vka_mod.glsl"
 #endif
 #ifndef VKA_MASK_MOD
 #define VKA_MASK_MOD 0

@@ -2,12 +2,14 @@
 // dispatch. Kernels: paged_prefill.comp (matrix paths) and paged_attention.comp
 // (scalar) built with VKA_OP_BLOCK_SPARSE (shaders/include/block_sparse_io.glsl).
 #include <vkattn/block_sparse.hpp>
+#include <vkattn/block_sparse_variant.hpp>
 
 #include <bit>
 #include <cmath>
 #include <string>
 
 #include "abi/block_sparse.h"
+#include "../block_sparse_variants.hpp"
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
 #include "../op_support.hpp"
@@ -27,6 +29,16 @@ constexpr uint32_t kScoreBits = kScoreSoftcap | kScoreAlibi | kScoreRelBias | kS
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// The registered variant named `name` (null for ""), or an error naming the registered ones.
+const RegisteredVariant* custom_variant(const std::string& name, const char* op) {
+  if (name.empty()) return nullptr;
+  if (const RegisteredVariant* v = find_variant(name)) return v;
+  std::string known;
+  for (const auto& n : block_sparse_variant_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(std::string(op) + ": custom_mods = '" + name + "' is not a registered block-sparse variant (registered: " +
+              (known.empty() ? "none" : known) + "; vkattn_add_block_sparse_variant compiles and registers one)");
+}
+
 // How a variant runs: the path, and the kernel's tile.
 struct Launch {
   Path path = Path::scalar;
@@ -37,10 +49,10 @@ struct Launch {
 // path with subgroups of 32, head size <= 128, bf16 matrices for bf16),
 // else the scalar kernel; the largest tile whose rows and keys divide the
 // mask's blocks.
-Launch choose_launch(const Context& ctx, const BlockSparseVariant& v) {
+Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const RegisteredVariant* custom) {
   const auto& caps = ctx.capabilities();
   Launch l;
-  l.path = ctx.path_for("block_sparse");
+  l.path = ctx.path_for(custom ? custom->attention : "block_sparse");
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
   if (caps.subgroup_size != 32 || v.head_size > 128) l.path = Path::scalar;
   ScheduleDevice dev;
@@ -117,10 +129,12 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
   return s;
 }
 
-const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec) {
+const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec, const RegisteredVariant* custom) {
   const bool bf16 = path != Path::scalar && spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
-  return impl.pipelines->get({bf16 ? "block_sparse_bf16" : "block_sparse", path, spec_words(spec), abi::BS_BINDINGS,
-                              sizeof(abi::BlockSparsePush), path == Path::scalar ? 0u : 32u});
+  std::string_view kernel = bf16 ? "block_sparse_bf16" : "block_sparse";
+  if (custom) kernel = bf16 ? custom->attention_bf16 : custom->attention;
+  return impl.pipelines->get({kernel, path, spec_words(spec), abi::BS_BINDINGS, sizeof(abi::BlockSparsePush),
+                              path == Path::scalar ? 0u : 32u});
 }
 
 // A mask view: i32, contiguous, of the given shape.
@@ -220,20 +234,52 @@ int32_t check_values(const BlockSparseMods& mods, const BlockSparseModValues& mv
 // The views of a run bound to their bindings (view v is binding v + 1), and
 // each view's element offset inside its own.
 struct Bindings {
-  explicit Bindings(ContextImpl& impl_) : impl(impl_) {}
+  Bindings(ContextImpl& impl_, std::string_view op_) : impl(impl_), op(op_) {}
   void bind(uint32_t binding, const TensorView* v, const char* name) {
     BufferBinding& to = buffers[binding - 1];
     if (!v) {
       to = placeholder_binding(impl);
       return;
     }
-    const BoundView bv = bind_view(impl, *v, kOp, name);
+    const BoundView bv = bind_view(impl, *v, op, name);
     to = bv.binding;
     const uint32_t view = binding - 1;
     offsets[view / 4] |= bv.element_offset << (8 * (view % 4));
   }
   uint32_t offset_of(uint32_t binding) const { return (offsets[(binding - 1) / 4] >> (8 * ((binding - 1) % 4))) & 0xFF; }
+  // A variant's buffers, by name, at BS_BINDING_MOD0 + slot (placeholders for
+  // the slots it does not have). They start on a binding: no view offset.
+  void bind_custom(const RegisteredVariant* custom, const std::vector<std::pair<std::string, TensorView>>& given) {
+    for (uint32_t slot = 0; slot < abi::BS_MOD_BUFFERS; ++slot) buffers[abi::BS_BINDING_MOD0 + slot - 1] = placeholder_binding(impl);
+    const std::size_t declared = custom ? custom->buffers.size() : 0;
+    for (const auto& [name, view] : given) {
+      std::size_t slot = 0;
+      while (slot < declared && custom->buffers[slot] != name) ++slot;
+      if (slot == declared) {
+        std::string names;
+        for (std::size_t i = 0; i < declared; ++i) names += (i ? ", " : "") + custom->buffers[i];
+        throw Error(std::string(op) + ": custom_buffers names '" + name + "', which " +
+                    (custom ? "variant '" + custom->name + "' does not declare (its buffers: " + (names.empty() ? "none" : names) + ")"
+                            : std::string("only a variant (custom_mods) has")));
+      }
+      const std::string what = "custom buffer '" + name + "'";
+      const BoundView bv = bind_view(impl, view, op, what);
+      if (bv.element_offset)
+        throw Error(std::string(op) + ": " + what + " starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
+                    " bytes past a multiple of the device's storage-buffer offset alignment (" +
+                    std::to_string(impl.caps.min_storage_buffer_offset_alignment) + "): expected it to start on one");
+      buffers[abi::BS_BINDING_MOD0 + slot - 1] = bv.binding;
+    }
+    for (std::size_t slot = 0; slot < declared; ++slot) {
+      bool found = false;
+      for (const auto& g : given) found = found || g.first == custom->buffers[slot];
+      if (!found)
+        throw Error(std::string(op) + ": variant '" + custom->name + "' reads buffer '" + custom->buffers[slot] +
+                    "': expected it in custom_buffers");
+    }
+  }
   ContextImpl& impl;
+  std::string_view op;
   BufferBinding buffers[abi::BS_BINDINGS - 1];
   uint32_t offsets[4] = {0, 0, 0, 0};
 };
@@ -264,8 +310,9 @@ void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVar
   impl.check_usable(kOp);
   for (const auto& v : variants) {
     check_variant(v);
-    const Launch l = choose_launch(ctx, v);
-    pipeline_of(impl, l.path, spec_of(v, l));
+    const RegisteredVariant* custom = custom_variant(v.custom_mods, "prepare_block_sparse_attention");
+    const Launch l = choose_launch(ctx, v, custom);
+    pipeline_of(impl, l.path, spec_of(v, l), custom);
   }
 }
 
@@ -296,6 +343,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   var.lse = a.lse.has_value();
   var.row_max = a.row_max.has_value();
   check_variant(var);
+  const RegisteredVariant* custom = custom_variant(a.custom_mods, "block_sparse_attention");
   check_view(kOp, "q", a.q, {DType::f16, DType::bf16}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
   check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
   check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
@@ -326,7 +374,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   check_apart(kOp, outputs, inputs);
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
 
-  Bindings bindings(impl);
+  Bindings bindings(impl, kOp);
   auto bind = [&](uint32_t binding, const TensorView* v, const char* name) { bindings.bind(binding, v, name); };
   auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   bind(abi::BS_BINDING_Q, &a.q, "q");
@@ -343,12 +391,13 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
   bind(abi::BS_BINDING_REL_BIAS, opt(mv.rel_bias), "values.rel_bias");
   bind(abi::BS_BINDING_BIAS, opt(mv.bias), "values.bias");
+  bindings.bind_custom(custom, a.custom_buffers);
 
-  const Launch l = choose_launch(ctx, var);
+  const Launch l = choose_launch(ctx, var, custom);
   const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
   if (items == 0) return;
   if (items >= (1ull << 32)) fail("ceil(Lq / " + num(l.bm) + ") * B * Hq work items must be below 2^32");
-  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l));
+  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l), custom);
 
   abi::BlockSparsePush push{};
   const Grid grid = fold_grid(impl, items, kOp);
@@ -388,22 +437,23 @@ constexpr std::string_view kBuildOp = "build_block_mask";
 
 [[noreturn]] void build_fail(const std::string& what) { throw Error("build_block_mask: " + what); }
 
-const Pipeline& build_pipeline(ContextImpl& impl, const BlockSparseMods& mods) {
+const Pipeline& build_pipeline(ContextImpl& impl, const BlockSparseMods& mods, const RegisteredVariant* custom) {
   abi::BlockSparseSpec spec;
   spec.PA_WORKGROUP_SIZE = std::min<uint32_t>(256, impl.caps.max_workgroup_invocations);
   spec.BS_MASK_ALL = mods.all;
   spec.BS_MASK_ANY = mods.any;
-  return impl.pipelines->get({"block_mask_build", Path::scalar, spec_words(spec), abi::BS_BINDINGS, sizeof(abi::BlockSparsePush), 0});
+  return impl.pipelines->get({custom ? std::string_view(custom->build) : "block_mask_build", Path::scalar, spec_words(spec), abi::BS_BINDINGS, sizeof(abi::BlockSparsePush), 0});
 }
 
 }  // namespace
 
-void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods) {
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const std::string& custom_mods) {
   auto& impl = ctx.impl();
   impl.check_usable(kBuildOp);
+  const RegisteredVariant* custom = custom_variant(custom_mods, "prepare_build_block_mask");
   for (BlockSparseMods m : mods) {
     m.score = 0;
-    build_pipeline(impl, m);
+    build_pipeline(impl, m, custom);
   }
 }
 
@@ -413,6 +463,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   const int64_t Lq = b.q_len, Lkv = b.kv_len;
   if (Lq < 0 || Lkv < 0 || Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536)
     build_fail("q_len = " + num(Lq) + " and kv_len = " + num(Lkv) + ": expected 0 to 2^31 - 2^16 each");
+  const RegisteredVariant* custom = custom_variant(b.custom_mods, "build_block_mask");
   if (b.mods.score) build_fail("mods.score = " + num(b.mods.score) + ": score mods do not shape a block mask (expected 0)");
   BlockSparseVariant var;   // for its checks of the block sizes and mask bits
   var.num_q_heads = var.num_kv_heads = 1;
@@ -444,7 +495,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
     if (o.view) check_distinct_elements(kBuildOp, o.name, *o.view);
   if (!cmd) build_fail("the command buffer is VK_NULL_HANDLE");
 
-  Bindings bindings(impl);
+  Bindings bindings(impl, kBuildOp);
   auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   for (uint32_t binding = 1; binding < abi::BS_BINDINGS; ++binding) bindings.bind(binding, nullptr, "");
   bindings.bind(abi::BS_BINDING_KV_NUM_BLOCKS, &m.kv_num_blocks, "mask.kv_num_blocks");
@@ -452,10 +503,11 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   bindings.bind(abi::BS_BINDING_FULL_NUM_BLOCKS, opt(m.full_kv_num_blocks), "mask.full_kv_num_blocks");
   bindings.bind(abi::BS_BINDING_FULL_INDICES, opt(m.full_kv_indices), "mask.full_kv_indices");
   bindings.bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
+  bindings.bind_custom(custom, b.custom_buffers);
   const uint64_t rows = uint64_t(ms.sz) * uint64_t(ms.sh) * uint64_t(ms.q_blocks);
   if (rows == 0) return;
   BlockSparseMods mods = b.mods;
-  const Pipeline& pipe = build_pipeline(impl, mods);
+  const Pipeline& pipe = build_pipeline(impl, mods, custom);
   abi::BlockSparsePush push{};
   const Grid grid = fold_grid(impl, rows, kBuildOp);
   push.num_workgroups = static_cast<uint32_t>(rows);

@@ -159,15 +159,16 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
       default: return q_pos >= 0 && q_pos < Lkv && doc[q_pos] == doc[kv];
     }
   };
-  if (mp.mods.all || mp.mods.any)
-    mask_mod = [this, admits, mods = mp.mods](uint32_t, uint32_t, int64_t q, int64_t kv) {
+  if (mp.mods.all || mp.mods.any || c.custom_mask)
+    mask_mod = [this, admits, mods = mp.mods, custom = c.custom_mask](uint32_t b, uint32_t h, int64_t q, int64_t kv) {
       const int64_t q_pos = q + q_offset;
       bool all = mods.all != 0, any = false;
       for (uint32_t bit = 1; bit <= kMaskDocument; bit <<= 1) {
         if (mods.all & bit) all = all && admits(bit, q_pos, kv);
         if (mods.any & bit) any = any || admits(bit, q_pos, kv);
       }
-      return all || any;
+      const bool builtin = (mods.all == 0 && mods.any == 0) || all || any;
+      return builtin && (!custom || custom(b, h, q, kv));
     };
 
   // Score mods' tables.
@@ -181,13 +182,13 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
     bias.resize(uint64_t(Hq) * Lq * Lkv);
     for (auto& x : bias) x = static_cast<float>(rng.uniform(-1, 1));
   }
-  if (mp.mods.score)
-    score_mod = [this](double s, uint32_t, uint32_t h, int64_t q, int64_t kv) {
+  if (mp.mods.score || c.custom_score)
+    score_mod = [this, custom = c.custom_score](double s, uint32_t b, uint32_t h, int64_t q, int64_t kv) {
       if (mp.softcap > 0) s = double(mp.softcap) * std::tanh(s / double(mp.softcap));
       if (mp.alibi) s += double(alibi[h]) * double(kv - (q + q_offset));
       if (mp.rel_bias) s += rel_bias[uint64_t(h) * (Lq + Lkv - 1) + uint64_t(kv - q + Lq - 1)];
       if (mp.bias) s += bias[(uint64_t(h) * Lq + uint64_t(q)) * Lkv + uint64_t(kv)];
-      return s;
+      return custom ? custom(s, b, h, q, kv) : s;
     };
 
   // The block mask.
@@ -256,6 +257,7 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
 // device with a constant pattern (timing does not depend on the values).
 struct DeviceCase {
   Buffer qb, kb, vb, meta, ob, lb, mb;
+  std::vector<Buffer> custom;   // a variant's buffers, one each (they start on a binding)
   BlockSparseArgs a;
   uint64_t out_bytes = 0, stat_bytes = 0, row = 0;
 };
@@ -347,6 +349,12 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   if (mp.bias) a.values.bias = TensorView::contiguous(meta, DType::f32, {Hq, Lq, Lkv}, bias_at);
   a.scale = c.scale;
   a.q_offset = c.q_offset;
+  a.custom_mods = c.custom_mods;
+  for (const auto& [name, words] : c.custom_buffers) {
+    Buffer& b = dc.custom.emplace_back(ctx, std::max<uint64_t>(words.size() * 4, 16));
+    if (!words.empty()) b.upload(words.data(), words.size() * 4);
+    a.custom_buffers.push_back({name, TensorView::contiguous(b, DType::i32, {int64_t(words.size())})});
+  }
 }
 
 // Builds the case's mask on the device from its mods into fresh buffers
@@ -369,6 +377,8 @@ std::string check_device_mask(Context& ctx, const BlockSparseCase& c, const Case
   b.q_len = d.Lq;
   b.kv_len = d.Lkv;
   b.q_offset = c.q_offset;
+  b.custom_mods = c.custom_mods;
+  b.custom_buffers = dc.a.custom_buffers;
   b.mask.q_block_size = c.q_block;
   b.mask.kv_block_size = c.kv_block;
   b.mask.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {Sz, Sh, QB});

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runners/op_runner.hpp"
@@ -38,6 +39,13 @@ struct BlockSparseCase {
   bool lse = false, row_max = false;
   uint32_t token_padding = 0;                // elements between q/K/V/out token rows (strided views)
   float scale = 0;                           // 0: 1 / sqrt(head_size)
+  // A registered variant's mods (custom_mods), its C++ twins for the
+  // reference (custom_mask ANDed with the built-in mask, custom_score after the
+  // built-in score mods) and its buffers' 32-bit words, bound by name.
+  std::string custom_mods;
+  std::function<bool(uint32_t b, uint32_t h, int64_t q_idx, int64_t kv_idx)> custom_mask;
+  std::function<double(double score, uint32_t b, uint32_t h, int64_t q_idx, int64_t kv_idx)> custom_score;
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> custom_buffers;
   uint64_t seed = 1;
   uint32_t timing_repetitions = 20;
   std::function<void()> before_timing;

@@ -31,8 +31,10 @@ VKA_CONST(BS_BINDING_ALIBI, 11)            // [Hq] f32 slopes
 VKA_CONST(BS_BINDING_DOCUMENT, 12)         // [Lkv] i32 document id of each kv position
 VKA_CONST(BS_BINDING_REL_BIAS, 13)         // [Hq, Lq + Lkv - 1] f32, by kv_idx - q_idx + Lq - 1
 VKA_CONST(BS_BINDING_BIAS, 14)             // [Hq, Lq, Lkv] f32
-VKA_CONST(BS_BINDINGS, 15)
-VKA_CONST(BS_VIEWS, 14)
+VKA_CONST(BS_BINDING_MOD0, 15)            // a variant's buffers (VKA_MOD_BUFFER), slots 0 to 3
+VKA_CONST(BS_MOD_BUFFERS, 4)
+VKA_CONST(BS_BINDINGS, 19)
+VKA_CONST(BS_VIEWS, 14)                    // views with an element offset (bindings 1 to 14); a variant's buffers start on a binding
 
 // Built-in mask mods (bits of BS_MASK_ALL and BS_MASK_ANY). A pair counts
 // when every mod of BS_MASK_ALL admits it (none listed: no pair by that
