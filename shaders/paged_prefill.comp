@@ -205,8 +205,8 @@ void main() {
   g_row0 = 16u * warp;
   g_scale = pa_score_scale(g_it);
   const int num_tiles = pa_tile_count(g_it);
-  pa_tiles_setup(g_it);
-  pa_subgroup_setup(g_it, g_row0);   // this subgroup's rows
+  const PaTiles tiles = pa_tiles_setup(g_it);
+  const PaRows rows = pa_subgroup_setup(g_it, g_row0);   // this subgroup's rows
   const bool has_rows = g_row0 < g_it.row_count;
 
   if (tid == 0u) wg_flags[0] = 0u;
@@ -261,7 +261,7 @@ void main() {
     const int k1 = t + 1 < num_tiles ? pa_tile_key0(g_it, t + 1) : 0;
     const int k2 = t + 2 < num_tiles ? pa_tile_key0(g_it, t + 2) : 0;
     const bool more = t + 1 < num_tiles;
-    if (pa_tile_partly_seen(g_it, t, k0)) {
+    if (pa_tile_partly_seen(g_it, tiles, t, k0)) {
       // Some row sees part of the tile: non-finite V values must not reach
       // the rows that do not see them.
       if (zero_staged_nonfinite()) staged_nonfinite = true;
@@ -273,8 +273,8 @@ void main() {
     }
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
-    const bool skip = pa_subgroup_skips(g_it, t, k0);
-    const bool whole = pa_subgroup_whole(g_it, t, k0);
+    const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
+    const bool whole = pa_subgroup_whole(g_it, rows, t, k0);
 
     // S = Q K^T, one 16-wide head slice of Q at a time.
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;

@@ -124,17 +124,19 @@ int pa_tile_key0(PaItem it, int t) {
 bool pa_key_in_item(PaItem it, int k) { return k >= 0 && uint(k) < pc.kv_len; }
 
 // Non-finite V values: rows see different keys of a partial block only.
-void pa_tiles_setup(PaItem it) {}
-bool pa_tile_partly_seen(PaItem it, int t, int k0) { return bs_partial_tile(it, t); }
+struct PaTiles {
+  uint unused;
+};
+PaTiles pa_tiles_setup(PaItem it) { return PaTiles(0u); }
+bool pa_tile_partly_seen(PaItem it, PaTiles s, int t, int k0) { return bs_partial_tile(it, t); }
 
-bool g_bs_has_rows, g_bs_all_rows;
-void pa_subgroup_setup(PaItem it, uint row0) {
-  g_bs_has_rows = row0 < it.row_count;
-  g_bs_all_rows = row0 + 16u <= it.row_count;
-}
-bool pa_subgroup_skips(PaItem it, int t, int k0) { return !g_bs_has_rows; }
-bool pa_subgroup_whole(PaItem it, int t, int k0) {
-  return !BS_HAS_SCORE_MOD && g_bs_all_rows && !bs_partial_tile(it, t) && k0 + PA_TILE_KEYS <= int(pc.kv_len);
+struct PaRows {
+  bool has_rows, all_rows;
+};
+PaRows pa_subgroup_setup(PaItem it, uint row0) { return PaRows(row0 < it.row_count, row0 + 16u <= it.row_count); }
+bool pa_subgroup_skips(PaItem it, PaRows r, int t, int k0) { return !r.has_rows; }
+bool pa_subgroup_whole(PaItem it, PaRows r, int t, int k0) {
+  return !BS_HAS_SCORE_MOD && r.all_rows && !bs_partial_tile(it, t) && k0 + PA_TILE_KEYS <= int(pc.kv_len);
 }
 
 float pa_item_logit(PaItem it, uint row, int k, float s, int t) {

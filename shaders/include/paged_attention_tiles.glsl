@@ -9,6 +9,8 @@
 //     (attention_nonfinite.glsl stages their non-finite V values as 0);
 //   pa_subgroup_setup, pa_subgroup_skips, pa_subgroup_whole: for 16 rows,
 //     tiles none of them sees, and tiles all of them see with no per-element term;
+//   (the setups return what the others take, PaTiles and PaRows, which the
+//   kernel keeps as locals);
 //   pa_item_logit: a score's logit for a row and key, -inf where masked;
 //   pa_item_nonfinite_term: attention_nonfinite.glsl's correction.
 // Include after paged_attention_io.glsl (and attention_nonfinite.glsl in the
@@ -30,33 +32,44 @@ int pa_tile_key0(PaItem it, int t) { return pa_tile_origin(it) + t * PA_TILE_KEY
 bool pa_key_in_item(PaItem it, int k) { return k >= it.kv_begin && k < it.kv_end; }
 
 #ifdef VKATTN_ATTENTION_NONFINITE_GLSL   // the matrix kernels'
-int g_pa_seen_lo, g_pa_seen_hi;   // keys every row of the item sees
-void pa_tiles_setup(PaItem it) { seen_by_every_row(it, g_pa_seen_lo, g_pa_seen_hi); }
-bool pa_tile_partly_seen(PaItem it, int t, int k0) { return partly_seen(k0, PA_TILE_KEYS, g_pa_seen_lo, g_pa_seen_hi); }
+struct PaTiles {
+  int seen_lo, seen_hi;   // keys every row of the item sees
+};
+PaTiles pa_tiles_setup(PaItem it) {
+  PaTiles s;
+  seen_by_every_row(it, s.seen_lo, s.seen_hi);
+  return s;
+}
+bool pa_tile_partly_seen(PaItem it, PaTiles s, int t, int k0) { return partly_seen(k0, PA_TILE_KEYS, s.seen_lo, s.seen_hi); }
 float pa_item_nonfinite_term(PaItem it, uint row, uint d) {
   return nonfinite_term(it, row, d, pa_tile_origin(it), PA_TILE_KEYS);
 }
 #endif
 
 // Rows row0 .. row0 + 15: which keys all of them see, which some of them do.
-bool g_pa_has_rows, g_pa_all_rows;
-int g_pa_first, g_pa_last, g_pa_lo, g_pa_reach;
-void pa_subgroup_setup(PaItem it, uint row0) {
-  g_pa_has_rows = row0 < it.row_count;
-  const uint last_row = g_pa_has_rows ? min(row0 + 15u, it.row_count - 1u) : 0u;
-  g_pa_all_rows = row0 + 16u <= it.row_count;
-  g_pa_first = g_pa_has_rows ? pa_row_position(it, row0) : -1;
-  g_pa_last = g_pa_has_rows ? pa_row_position(it, last_row) : -1;
-  g_pa_lo = PA_HAS_WINDOW != 0u ? g_pa_last - pc.sliding_window + 1 : 0;      // seen by every row from here
-  g_pa_reach = PA_HAS_WINDOW != 0u ? g_pa_first - pc.sliding_window + 1 : 0;  // seen by some row from here
+struct PaRows {
+  bool has_rows, all_rows;
+  int first, last;   // the first and last row's positions
+  int lo, reach;     // keys from `lo` on are seen by every row, from `reach` on by some (windows)
+};
+PaRows pa_subgroup_setup(PaItem it, uint row0) {
+  PaRows r;
+  r.has_rows = row0 < it.row_count;
+  const uint last_row = r.has_rows ? min(row0 + 15u, it.row_count - 1u) : 0u;
+  r.all_rows = row0 + 16u <= it.row_count;
+  r.first = r.has_rows ? pa_row_position(it, row0) : -1;
+  r.last = r.has_rows ? pa_row_position(it, last_row) : -1;
+  r.lo = PA_HAS_WINDOW != 0u ? r.last - pc.sliding_window + 1 : 0;
+  r.reach = PA_HAS_WINDOW != 0u ? r.first - pc.sliding_window + 1 : 0;
+  return r;
 }
-bool pa_subgroup_skips(PaItem it, int t, int k0) {
-  return !g_pa_has_rows || k0 > g_pa_last || k0 + PA_TILE_KEYS - 1 < g_pa_reach;
+bool pa_subgroup_skips(PaItem it, PaRows r, int t, int k0) {
+  return !r.has_rows || k0 > r.last || k0 + PA_TILE_KEYS - 1 < r.reach;
 }
-bool pa_subgroup_whole(PaItem it, int t, int k0) {
+bool pa_subgroup_whole(PaItem it, PaRows r, int t, int k0) {
   const bool logit_terms = PA_HAS_SOFTCAP != 0u || PA_HAS_ALIBI != 0u || PA_HAS_QQ_BIAS != 0u;
-  return !logit_terms && g_pa_all_rows && k0 >= it.kv_begin && k0 + PA_TILE_KEYS <= it.kv_end &&
-         k0 + PA_TILE_KEYS - 1 <= g_pa_first && k0 >= g_pa_lo;
+  return !logit_terms && r.all_rows && k0 >= it.kv_begin && k0 + PA_TILE_KEYS <= it.kv_end &&
+         k0 + PA_TILE_KEYS - 1 <= r.first && k0 >= r.lo;
 }
 
 // Logit of score s (scale * q.k) for local row `row` at key k (of tile t).
