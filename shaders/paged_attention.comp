@@ -34,25 +34,31 @@
 
 layout(local_size_x_id = 6) in;
 
+// q.k's head size, and V's (the op module's PA_V_HEAD_SIZE: block-sparse
+// attention's may differ; paged attention's is the same).
 const uint D = PA_HEAD_SIZE;
-const uint DP = PA_HEAD_SIZE + 1;   // padded row stride: rows fall in different banks
+const uint DV = PA_V_HEAD_SIZE;
+const uint DMAX = PA_HEAD_SIZE > PA_V_HEAD_SIZE ? PA_HEAD_SIZE : PA_V_HEAD_SIZE;
+const uint QP = PA_HEAD_SIZE + 1;   // padded row strides (rows fall in different banks): Q's
+const uint DP = DMAX + 1;           // and the K or V tile's
 const uint BM = PA_BM;
 const uint BN = PA_BN;
 const uint WG = PA_WORKGROUP_SIZE;
 
 shared float Qs[PA_BM * (PA_HEAD_SIZE + 1)];    // q * scale
-shared float KVs[PA_BN * (PA_HEAD_SIZE + 1)];   // the K tile, then the V tile
+shared float KVs[PA_BN * (DMAX + 1)];          // the K tile, then the V tile
 shared float Ss[PA_BM * PA_BN];                 // q.k, then logits, then P
-shared float Os[PA_BM * PA_HEAD_SIZE];          // O, unnormalised; element e belongs to invocation e % WG
+shared float Os[PA_BM * PA_V_HEAD_SIZE];        // O, unnormalised; element e belongs to invocation e % WG
 shared float row_alpha[PA_BM];
 shared float row_m[PA_BM];
 shared float row_l[PA_BM];
 shared uint64_t key_block[PA_BN];               // address of each key's block in the K cache
 shared uint64_t value_block[PA_BN];             // and in the V cache
 
-// Chunks of 8 elements per invocation in a K or V tile.
+// Chunks of 8 elements in a K and in a V tile, and per invocation.
 const uint CHUNKS = PA_BN * PA_HEAD_SIZE / 8u;
-const uint CPT = (CHUNKS + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
+const uint CHUNKS_V = PA_BN * PA_V_HEAD_SIZE / 8u;
+const uint CPT = (PA_BN * DMAX / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
 // The prefetch registers have a compile-time size so that loops over them
 // unroll in SPIR-V and every element stays in a register (arrays sized by
 // specialization constants were kept in memory, which serialised the
@@ -67,12 +73,17 @@ void load_tile_from(uint src, PaItem it, int k0, out uvec4 kraw[CPT_MAX], out uv
     kraw[i] = uvec4(0);
     vraw[i] = uvec4(0);
     const uint c = gl_LocalInvocationIndex + i * WG;
-    if (i >= CPT || c >= CHUNKS) continue;
-    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
-    const int k_pos = k0 + int(j);
-    if (!pa_key_in_item(it, k_pos)) continue;
-    kraw[i] = pa_key_raw8(src, key_block[j], false, k_pos, it.kv_head, d);
-    vraw[i] = pa_key_raw8(src, value_block[j], true, k_pos, it.kv_head, d);
+    if (i >= CPT) continue;
+    if (c < CHUNKS) {
+      const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+      const int k_pos = k0 + int(j);
+      if (pa_key_in_item(it, k_pos)) kraw[i] = pa_key_raw8(src, key_block[j], false, k_pos, it.kv_head, d);
+    }
+    if (c < CHUNKS_V) {
+      const uint j = c / (DV / 8u), d = (c % (DV / 8u)) * 8u;
+      const int k_pos = k0 + int(j);
+      if (pa_key_in_item(it, k_pos)) vraw[i] = pa_key_raw8(src, value_block[j], true, k_pos, it.kv_head, d);
+    }
   }
 }
 void load_tile(uint src, PaItem it, int k0, out uvec4 kraw[CPT_MAX], out uvec4 vraw[CPT_MAX]) {
@@ -82,10 +93,11 @@ void load_tile(uint src, PaItem it, int k0, out uvec4 kraw[CPT_MAX], out uvec4 v
 }
 
 void store_tile(bool suffix, bool is_value, uvec4 raw[CPT_MAX]) {
+  const uint dims = is_value ? DV : D;
   [[unroll]] for (uint i = 0; i < CPT_MAX; ++i) {
     const uint c = gl_LocalInvocationIndex + i * WG;
-    if (i >= CPT || c >= CHUNKS) continue;
-    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+    if (i >= CPT || c >= (is_value ? CHUNKS_V : CHUNKS)) continue;
+    const uint j = c / (dims / 8u), d = (c % (dims / 8u)) * 8u;
     float x[8];
     pa_decode_key8(suffix, raw[i], pa_decode_scale(is_value), x);
     [[unroll]] for (uint e = 0; e < 8u; ++e) KVs[j * DP + d + e] = x[e];
@@ -108,11 +120,11 @@ void main() {
 
   for (uint i = tid; i < BM * D; i += WG) {
     const uint bits = pa_q_bits(it, i / D, i % D);
-    Qs[(i / D) * DP + i % D] = (PA_Q_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits)) * pc.scale;
+    Qs[(i / D) * QP + i % D] = (PA_Q_DTYPE == DTYPE_BF16 ? vka_bf16_to_f32(bits) : vka_f16_to_f32(bits)) * pc.scale;
   }
   pa_load_chunk_bases();
 
-  for (uint e = tid; e < BM * D; e += WG) Os[e] = 0.0;
+  for (uint e = tid; e < BM * DV; e += WG) Os[e] = 0.0;
   float m = VKA_NEG_INF, l = 0.0;   // this invocation's row (tid < BM)
 
   // Prologue: the first tile's addresses and loads.
@@ -140,7 +152,7 @@ void main() {
     for (uint i = tid; i < BM * BN; i += WG) {   // S = Q K^T
       const uint r = i / BN, j = i % BN;
       float s = 0.0;
-      for (uint d = 0; d < D; ++d) s += Qs[r * DP + d] * KVs[j * DP + d];
+      for (uint d = 0; d < D; ++d) s += Qs[r * QP + d] * KVs[j * DP + d];
       Ss[i] = s;
     }
     barrier();
@@ -167,8 +179,8 @@ void main() {
     barrier();
 
     // O = O * alpha + P V
-    for (uint e = tid; e < BM * D; e += WG) {
-      const uint r = e / D, d = e % D;
+    for (uint e = tid; e < BM * DV; e += WG) {
+      const uint r = e / DV, d = e % DV;
       float acc = Os[e] * row_alpha[r];
       // A key the row cannot see (P = 0) adds nothing, whatever its V:
       // 0 * NaN or 0 * Inf would be NaN.
@@ -186,5 +198,5 @@ void main() {
     row_l[tid] = l;
   }
   barrier();
-  for (uint e = tid; e < BM * D; e += WG) pa_write_result(it, e / D, e % D, Os[e], row_m[e / D], row_l[e / D]);
+  for (uint e = tid; e < BM * DV; e += WG) pa_write_result(it, e / DV, e % DV, Os[e], row_m[e / DV], row_l[e / DV]);
 }

@@ -7,8 +7,10 @@
 // partial-only and full-only masks, random per-head masks, rows with no
 // counted key, Lq != Lkv, GQA 1, 4 and 5, K/V broadcast (Bkv = 1), lengths
 // that are not multiples of the blocks, strided views, bf16, f32 output,
-// LSE and row max, head sizes 16 to 256; pipelines made by prepare; bad
-// input (host checks and the device's report of bad block lists).
+// LSE and row max, head sizes 16 to 256, Dqk != Dv; a custom variant against
+// its C++ twin; the device mask builder against the host's (every case whose
+// mask comes from mods); pipelines made by prepare; bad input (host checks
+// and the device's report of bad block lists).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,6 +119,18 @@ std::vector<Combo> combos() {
     auto c = make("causal", 2, 1, 256, 64, 64, 13);
     c.q_block = c.kv_block = 32;
     add("d256", c);
+  }
+  {
+    // Dqk != Dv (DeepSeek's 192 and 128; and V wider than q.k), on the scalar kernel.
+    auto c = make("causal", 4, 1, 192, 96, 96, 17);
+    c.v_head_size = 128;
+    c.lse = true;
+    add("dqk192_dv128_gqa4", c);
+    auto w = make("causal,document:3", 2, 2, 32, 120, 150, 18);
+    w.v_head_size = 80;
+    w.score = "alibi";
+    w.kv_batch = 1;
+    add("dqk32_dv80_document_alibi_kv_broadcast", w);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -263,8 +277,13 @@ TEST_F(BlockSparseSmall, BadInputGetsAClearError) {
   }
   {
     auto a = a_;
+    a.v = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 40}, 2 * B * H * L * D * 2);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "V's head size 40", "multiple of 16");
+  }
+  {
+    auto a = a_;   // Dv = 16 != Dqk = 32 is supported, but out must have V's head size
     a.v = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16}, 2 * B * H * L * D * 2);
-    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "head size", "not supported yet");
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "out", "v_head_size");
   }
   {
     auto a = a_;

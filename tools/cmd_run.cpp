@@ -113,6 +113,7 @@ int cmd_run(const std::vector<std::string>& args) {
     auto& q_heads = f.add_int("q-heads", c.q_heads, "query heads", 1, 1024);
     auto& kv_heads = f.add_int("kv-heads", c.kv_heads, "K/V heads (must divide --q-heads)", 1, 1024);
     auto& head_size = f.add_int("head-size", c.head_size, "head size (multiple of 16, 16..256)", 16, 256);
+    auto& v_head_size = f.add_int("v-head-size", 0, "V's head size when it differs (0: --head-size)", 0, 256);
     auto& q_len = f.add_int("q-len", c.q_len, "query length Lq", 0, 1 << 24);
     auto& kv_len = f.add_int("kv-len", c.kv_len, "key length Lkv", 0, 1 << 24);
     auto& q_block = f.add_int("q-block", c.q_block, "the mask's q block size", 1, 32768);
@@ -134,6 +135,7 @@ int cmd_run(const std::vector<std::string>& args) {
     c.q_heads = uint32_t(q_heads);
     c.kv_heads = uint32_t(kv_heads);
     c.head_size = uint32_t(head_size);
+    c.v_head_size = uint32_t(v_head_size);
     c.q_len = uint32_t(q_len);
     c.kv_len = uint32_t(kv_len);
     c.q_block = uint32_t(q_block);

@@ -22,7 +22,8 @@
 //
 // Kernels: the paged-attention kernels' core with a block-list tile walk
 // (shaders/include/block_sparse_io.glsl): the prefill kernel on the matrix
-// paths (head sizes up to 128, subgroups of 32), the scalar kernel elsewhere.
+// paths (head sizes up to 128, subgroups of 32), the scalar kernel elsewhere
+// and for V head sizes that differ from q.k's (Dqk != Dv, e.g. 192 and 128).
 //
 // Lifetimes and threads: nothing here owns device objects; the views are
 // read when the recorded work runs. Calls on one Context may come from
@@ -111,6 +112,7 @@ struct BlockSparseArgs {
 struct BlockSparseVariant {
   DType q_dtype = DType::f16, out_dtype = DType::f16;
   uint32_t num_q_heads = 0, num_kv_heads = 0, head_size = 0;
+  uint32_t v_head_size = 0;   // V's and out's, when it differs from q.k's head_size (0: the same)
   uint32_t q_block_size = 128, kv_block_size = 128;
   BlockSparseMods mods;
   bool lse = false, row_max = false;

@@ -22,6 +22,9 @@
 #include "status.glsl"
 
 const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
+// V's head size: BS_V_HEAD_SIZE, or q.k's (0). Only the scalar kernel takes
+// a different one; the host keeps the prefill kernel's equal.
+const uint PA_V_HEAD_SIZE = BS_V_HEAD_SIZE == 0u ? PA_HEAD_SIZE : BS_V_HEAD_SIZE;
 const bool PA_FP8_CACHE = false;   // K/V are q's dtype (PA_CACHE_DTYPE = PA_Q_DTYPE)
 
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t q16[]; };

@@ -20,6 +20,7 @@
 #include "online_softmax.glsl"
 
 const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
+const uint PA_V_HEAD_SIZE = PA_HEAD_SIZE;   // V's head size (block-sparse attention's may differ)
 #include "paged_attention_bindings.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer Kv16 { uint16_t v; };

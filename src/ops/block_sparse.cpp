@@ -4,6 +4,7 @@
 #include <vkattn/block_sparse.hpp>
 #include <vkattn/block_sparse_variant.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -54,7 +55,9 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   Launch l;
   l.path = ctx.path_for(custom ? custom->attention : "block_sparse");
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
-  if (caps.subgroup_size != 32 || v.head_size > 128) l.path = Path::scalar;
+  const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
+  // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
+  if (caps.subgroup_size != 32 || v.head_size > 128 || dv != v.head_size) l.path = Path::scalar;
   ScheduleDevice dev;
   dev.path = l.path;
   dev.subgroup_size = caps.subgroup_size;
@@ -76,7 +79,7 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
     l.path = Path::scalar;   // no tile of the prefill kernel divides the blocks
   }
   dev.path = Path::scalar;
-  const Tile t = choose_tile(dev, v.head_size, 16);
+  const Tile t = choose_tile(dev, std::max(v.head_size, dv), 16);
   l.bm = t.bm;
   l.bn = t.bn;
   l.workgroup = t.workgroup;
@@ -99,6 +102,8 @@ void check_variant(const BlockSparseVariant& v) {
     fail("num_q_heads / num_kv_heads = " + num(v.num_q_heads / v.num_kv_heads) + " is not supported: expected at most 256");
   if (v.head_size < 16 || v.head_size > 256 || v.head_size % 16)
     fail("head size " + num(v.head_size) + " is not supported: expected a multiple of 16 up to 256");
+  if (v.v_head_size && (v.v_head_size < 16 || v.v_head_size > 256 || v.v_head_size % 16))
+    fail("V's head size " + num(v.v_head_size) + " is not supported: expected a multiple of 16 up to 256");
   for (auto [name, size] : {std::pair{"q_block_size", v.q_block_size}, std::pair{"kv_block_size", v.kv_block_size}})
     if (size == 0 || size > 32768 || size % 16)
       fail(std::string("mask.") + name + " = " + num(size) + " is not supported: expected a multiple of 16 up to 32768");
@@ -126,6 +131,7 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
   s.BS_MASK_ANY = v.mods.any;
   s.BS_SCORE_MODS = v.mods.score;
   s.BS_WRITE_ROW_MAX = v.row_max;
+  s.BS_V_HEAD_SIZE = v.v_head_size && v.v_head_size != v.head_size ? v.v_head_size : 0;
   return s;
 }
 
@@ -328,15 +334,15 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (Bkv != B && Bkv != 1) fail("k's batch is " + num(Bkv) + ", expected q's (" + num(B) + ") or 1 (broadcast)");
   if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected a multiple (GQA)");
   if (Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536) fail("Lq and Lkv must be below 2^31 - 2^16");
-  if (a.v.shape.size() == 4 && a.v.shape[3] != D)
-    fail("v's head size is " + num(a.v.shape[3]) + " and q's " + num(D) +
-         ": different head sizes for q.k and v are not supported yet (expected equal)");
+  if (a.v.shape.size() != 4) fail("v has " + num(int64_t(a.v.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, v_head_size]");
+  const int64_t Dv = a.v.shape[3];
   BlockSparseVariant var;
   var.q_dtype = a.q.dtype;
   var.out_dtype = a.out.dtype;
   var.num_q_heads = static_cast<uint32_t>(Hq);
   var.num_kv_heads = static_cast<uint32_t>(Hkv);
   var.head_size = static_cast<uint32_t>(D);
+  var.v_head_size = Dv == D ? 0 : static_cast<uint32_t>(std::clamp<int64_t>(Dv, 0, 1 << 20));
   var.q_block_size = a.mask.q_block_size;
   var.kv_block_size = a.mask.kv_block_size;
   var.mods = a.mods;
@@ -346,8 +352,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   const RegisteredVariant* custom = custom_variant(a.custom_mods, "block_sparse_attention");
   check_view(kOp, "q", a.q, {DType::f16, DType::bf16}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
   check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
-  check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
-  check_view(kOp, "out", a.out, {DType::f16, DType::bf16, DType::f32}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
+  check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, Dv}, {"Bkv", "Hkv", "Lkv", "v_head_size"});
+  check_view(kOp, "out", a.out, {DType::f16, DType::bf16, DType::f32}, {B, Hq, Lq, Dv}, {"B", "Hq", "Lq", "v_head_size"});
   for (auto [name, t] : {std::pair{"q", &a.q}, std::pair{"k", &a.k}, std::pair{"v", &a.v}, std::pair{"out", &a.out}})
     check_strides(kOp, name, *t);
   check_distinct_elements(kOp, "out", a.out);

@@ -117,7 +117,7 @@ namespace {
 // The mods read the tables through `this`: a CaseData stays where it was made.
 struct CaseData {
   MaskPlan mp;
-  uint32_t B = 0, Hq = 0, Hkv = 0, D = 0, Bkv = 0;
+  uint32_t B = 0, Hq = 0, Hkv = 0, D = 0, Dv = 0, Bkv = 0;
   int64_t Lq = 0, Lkv = 0;
   int32_t q_offset = 0;
   std::vector<int32_t> doc;
@@ -135,6 +135,7 @@ struct CaseData {
 CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
   mp = parse(c);
   B = c.batch, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_size;
+  Dv = c.v_head_size ? c.v_head_size : D;
   Bkv = c.kv_batch ? c.kv_batch : B;
   Lq = c.q_len, Lkv = c.kv_len;
   if (!B || !Hq || !Hkv || !D || !c.q_block || !c.kv_block || !c.mask_batch || !c.mask_heads)
@@ -226,7 +227,7 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
     const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
     q = ref::round_to(et, ref::random_values(rng, uint64_t(B) * Hq * uint64_t(Lq) * D, 2.0));
     k = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * D, 2.0));
-    v = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * D, 1.0));
+    v = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * Dv, 1.0));
   }
   // Counted pairs, from the lists and the mask mod: once per mask row, times
   // the (b, h) that broadcast to it (the built-in mods ask neither).
@@ -263,32 +264,34 @@ struct DeviceCase {
 };
 
 void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d, DeviceCase& dc) {
-  const uint32_t B = d.B, Hq = d.Hq, Hkv = d.Hkv, D = d.D, Bkv = d.Bkv;
+  const uint32_t B = d.B, Hq = d.Hq, Hkv = d.Hkv, D = d.D, Dv = d.Dv, Bkv = d.Bkv;
   const int64_t Lq = d.Lq, Lkv = d.Lkv;
   const auto& mp = d.mp;
   const auto& mask = d.mask;
   // q, K, V as stored (random, rounded to the dtype), rows padded apart.
   const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
-  const uint64_t esz = dtype_size(c.dtype), row = D + c.token_padding;
+  // Rows of q and K (D elements) and of V and out (Dv), padded apart.
+  const uint64_t esz = dtype_size(c.dtype), row = Dv + c.token_padding;
   dc.row = row;
-  auto make = [&](Buffer& buf, uint64_t batches, uint64_t heads, int64_t len, const std::vector<double>& exact) {
-    const uint64_t rows_ = batches * heads * uint64_t(len);
-    buf = Buffer(ctx, std::max<uint64_t>(rows_ * row * esz, 16));
+  auto make = [&](Buffer& buf, uint64_t batches, uint64_t heads, int64_t len, const std::vector<double>& exact, uint32_t dims) {
+    const uint64_t rows_ = batches * heads * uint64_t(len), drow = dims + c.token_padding;
+    buf = Buffer(ctx, std::max<uint64_t>(rows_ * drow * esz, 16));
     if (exact.empty()) {   // about 0.1 and 0.2 in f16 or bf16
       buf.fill(c.dtype == DType::bf16 ? 0x3DCD3E4Du : 0x2E663266u);
       return;
     }
-    std::vector<double> padded(rows_ * row, 0.0);
-    for (uint64_t r = 0; r < rows_; ++r) std::copy_n(&exact[r * D], D, &padded[r * row]);
+    std::vector<double> padded(rows_ * drow, 0.0);
+    for (uint64_t r = 0; r < rows_; ++r) std::copy_n(&exact[r * dims], dims, &padded[r * drow]);
     const auto bytes = ref::encode_values(et, padded);
     if (!bytes.empty()) buf.upload(bytes.data(), bytes.size());
   };
-  make(dc.qb, B, Hq, Lq, d.q);
-  make(dc.kb, Bkv, Hkv, Lkv, d.k);
-  make(dc.vb, Bkv, Hkv, Lkv, d.v);
-  auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len) {
-    TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(D)});
-    view.strides = {h * len * int64_t(row), len * int64_t(row), int64_t(row), 1};
+  make(dc.qb, B, Hq, Lq, d.q, D);
+  make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
+  make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
+  auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len, uint32_t dims) {
+    const int64_t r = dims + c.token_padding;
+    TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(dims)});
+    view.strides = {h * len * r, len * r, r, 1};
     return view;
   };
 
@@ -324,10 +327,10 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   for (Buffer* b : {&dc.ob, &dc.lb, &dc.mb}) b->fill(0xFFFFFFFFu);
 
   BlockSparseArgs& a = dc.a;
-  a.q = strided(dc.qb, c.dtype, B, Hq, Lq);
-  a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv);
-  a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv);
-  a.out = strided(dc.ob, c.out_dtype, B, Hq, Lq);
+  a.q = strided(dc.qb, c.dtype, B, Hq, Lq, D);
+  a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv, D);
+  a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv, Dv);
+  a.out = strided(dc.ob, c.out_dtype, B, Hq, Lq, Dv);
   if (c.lse) a.lse = TensorView::contiguous(dc.lb, DType::f32, {B, Hq, Lq});
   if (c.row_max) a.row_max = TensorView::contiguous(dc.mb, DType::f32, {B, Hq, Lq});
   const int64_t QB = mask.q_blocks, KB = mask.kv_blocks, Sz = mask.sz, Sh = mask.sh;
@@ -448,7 +451,7 @@ bool BlockSparseTimed::record_mask_build(VkCommandBuffer cmd) const {
 BlockSparseTimed::BlockSparseTimed(Context& ctx, const BlockSparseCase& c) : s_(std::make_unique<State>(ctx, c)) {}
 BlockSparseTimed::~BlockSparseTimed() = default;
 void BlockSparseTimed::record(VkCommandBuffer cmd) const { block_sparse_attention(s_->ctx, s_->device.a, cmd); }
-double BlockSparseTimed::flops() const { return 4.0 * s_->data.D * s_->data.counted; }
+double BlockSparseTimed::flops() const { return 2.0 * (s_->data.D + s_->data.Dv) * s_->data.counted; }
 double BlockSparseTimed::density() const {
   const auto& d = s_->data;
   return d.counted / (double(d.B) * d.Hq * double(d.Lq) * double(std::max<int64_t>(d.Lkv, 1)));
@@ -459,7 +462,7 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   const CaseData d(c, true);
   DeviceCase dc;
   make_device_case(ctx, c, d, dc);
-  const uint32_t B = d.B, Hq = d.Hq, D = d.D;
+  const uint32_t B = d.B, Hq = d.Hq, D = d.D, Dv = d.Dv;
   const int64_t Lq = d.Lq;
   const auto& mask = d.mask;
   const BlockSparseArgs& a = dc.a;
@@ -492,7 +495,8 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   p.kv_heads = d.Hkv;
   p.q_len = Lq;
   p.kv_len = d.Lkv;
-  p.qk_head_size = p.v_head_size = D;
+  p.qk_head_size = D;
+  p.v_head_size = Dv;
   p.q = d.q;
   p.k = d.k;
   p.v = d.v;
@@ -528,16 +532,15 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
       return o << name << " = " << got << ", reference " << want_v << " (allowed error " << allowed << ")", o.str();
     return std::string();
   };
-  std::vector<double> got(rows * D);
-  uint64_t counted = 0;
+  std::vector<double> got(rows * Dv);
   for (uint64_t rw = 0; rw < rows; ++rw) {
-    const double* w = &want.out[rw * D];
+    const double* w = &want.out[rw * Dv];
     double maxabs = 0;
-    for (uint32_t d = 0; d < D; ++d) maxabs = std::max(maxabs, std::fabs(w[d]));
+    for (uint32_t d = 0; d < Dv; ++d) maxabs = std::max(maxabs, std::fabs(w[d]));
     const bool empty = want.lse[rw] == -kInf;
-    for (uint32_t d = 0; d < D; ++d) {
+    for (uint32_t d = 0; d < Dv; ++d) {
       const double g = got_all[rw * row + d];
-      got[rw * D + d] = g;
+      got[rw * Dv + d] = g;
       const double err = std::fabs(g - w[d]);
       std::ostringstream o;
       if (empty) {
@@ -554,7 +557,7 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
               o.str()));
     }
     // Padding between rows stays as poisoned.
-    for (uint64_t i = (rw * row + D) * oes; i < (rw + 1) * row * oes; ++i)
+    for (uint64_t i = (rw * row + Dv) * oes; i < (rw + 1) * row * oes; ++i)
       if (out_raw[i] != 0xFF) {
         fail(where(rw, -1) + ": the padding after the row was written");
         break;
@@ -589,10 +592,10 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
   }
   // FLOPs, not bytes: 4 * D per counted pair (q.k and p.v).
   r.bytes = 0;
-  r.flops = 4.0 * D * d.counted;
+  r.flops = 2.0 * (D + Dv) * d.counted;
 
   std::ostringstream s;
-  s << "block_sparse_attention: B " << B << (d.Bkv != B ? " (K/V broadcast)" : "") << ", heads " << Hq << "/" << d.Hkv << " x " << D
+  s << "block_sparse_attention: B " << B << (d.Bkv != B ? " (K/V broadcast)" : "") << ", heads " << Hq << "/" << d.Hkv << " x " << D << (Dv != D ? " (V " + std::to_string(Dv) + ")" : std::string())
     << ", Lq " << Lq << ", Lkv " << d.Lkv << ", blocks " << c.q_block << "x" << c.kv_block << ", mask " << c.mask
     << (c.score.empty() ? "" : ", score " + c.score) << " (mask " << Sz << "x" << Sh << ", density " << density << ")"
     << ", " << dtype_name(c.dtype) << " -> " << dtype_name(c.out_dtype) << (c.lse ? ", lse" : "")

@@ -21,6 +21,7 @@ namespace vkattn::tool {
 
 struct BlockSparseCase {
   uint32_t batch = 2, q_heads = 4, kv_heads = 2, head_size = 64;
+  uint32_t v_head_size = 0;   // V's and out's: 0 = head_size
   uint32_t kv_batch = 0;   // 0: batch; 1: K/V broadcast over the batch
   uint32_t q_len = 200, kv_len = 200;
   uint32_t q_block = 64, kv_block = 64;
