@@ -143,10 +143,11 @@ const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparse
                               path == Path::scalar ? 0u : 32u});
 }
 
-// A mask view: i32, contiguous, of the given shape.
-void check_mask_view(const char* name, const TensorView& t, std::initializer_list<int64_t> shape,
-                     std::initializer_list<const char*> dims) {
-  check_view(kOp, name, t, {DType::i32}, shape, dims);
+// A view the kernels index as contiguous, of this dtype and shape (the block
+// mask's lists and document ids: i32; LSE, row max and the mods' tables: f32).
+void check_contiguous(const char* name, const TensorView& t, DType dtype, std::initializer_list<int64_t> shape,
+                      std::initializer_list<const char*> dims) {
+  check_view(kOp, name, t, {dtype}, shape, dims);
   check_strides(kOp, name, t);
   int64_t expect = 1;
   for (std::size_t d = t.shape.size(); d-- > 0;) {
@@ -156,19 +157,13 @@ void check_mask_view(const char* name, const TensorView& t, std::initializer_lis
     expect *= t.shape[d];
   }
 }
-
-// An f32 view that the kernel indexes as contiguous.
+void check_mask_view(const char* name, const TensorView& t, std::initializer_list<int64_t> shape,
+                     std::initializer_list<const char*> dims) {
+  check_contiguous(name, t, DType::i32, shape, dims);
+}
 void check_contiguous_f32(const char* name, const TensorView& t, std::initializer_list<int64_t> shape,
                           std::initializer_list<const char*> dims) {
-  check_view(kOp, name, t, {DType::f32}, shape, dims);
-  check_strides(kOp, name, t);
-  int64_t expect = 1;
-  for (std::size_t d = t.shape.size(); d-- > 0;) {
-    if (t.shape[d] > 1 && t.stride(d) != expect)
-      fail(std::string(name) + " must be contiguous (stride " + num(t.stride(d)) + " of dimension " + num(int64_t(d)) +
-           ", expected " + num(expect) + ")");
-    expect *= t.shape[d];
-  }
+  check_contiguous(name, t, DType::f32, shape, dims);
 }
 
 // The block mask's views for queries of length Lq: shapes, dtypes, and that

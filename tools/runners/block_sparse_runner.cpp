@@ -297,23 +297,15 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
 
   // The mask lists and the mods' tables in one buffer, each one word past a
   // 16-byte boundary, as an engine may keep them.
-  std::vector<int32_t> words;
-  auto place = [&](const void* data, std::size_t count) {
-    while (words.size() % 4 != 1) words.push_back(-7);
-    const std::size_t at = words.size();
-    words.resize(at + count);
-    if (count) std::memcpy(&words[at], data, count * 4);
-    return VkDeviceSize(at * 4);
-  };
+  PackedWords packed;
+  auto place = [&](const void* data, std::size_t count) { return packed.place(data, count); };
   const VkDeviceSize num_at = place(mask.kv_num_blocks.data(), mask.kv_num_blocks.size());
   const VkDeviceSize idx_at = place(mask.kv_indices.data(), mask.kv_indices.size());
   const VkDeviceSize fnum_at = place(mask.full_kv_num_blocks.data(), mask.full_kv_num_blocks.size());
   const VkDeviceSize fidx_at = place(mask.full_kv_indices.data(), mask.full_kv_indices.size());
   const VkDeviceSize doc_at = place(d.doc.data(), d.doc.size()), alibi_at = place(d.alibi.data(), d.alibi.size());
   const VkDeviceSize rel_at = place(d.rel_bias.data(), d.rel_bias.size()), bias_at = place(d.bias.data(), d.bias.size());
-  words.push_back(-7);
-  dc.meta = Buffer(ctx, words.size() * 4);
-  dc.meta.upload(words.data(), words.size() * 4);
+  dc.meta = packed.upload(ctx);
   const Buffer& meta = dc.meta;
 
   // Outputs: NaN-poisoned, guard bytes past them.

@@ -1,6 +1,11 @@
 // What `vkattn run OP` reports, shared by every op's runner.
 #pragma once
+#include <vkattn/buffer.hpp>
+
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace vkattn::tool {
 
@@ -14,6 +19,30 @@ struct RunResult {
   double bytes = 0;           // bytes the op must move
   double flops = 0;           // or, for an op bound by arithmetic, the FLOPs it must do
   std::string summary;        // one line describing the case
+};
+
+// 32-bit views (metadata, parameters) packed into one buffer as an engine may
+// keep them: each one word past a 16-byte boundary (views need not be aligned).
+class PackedWords {
+ public:
+  // Appends `count` words and returns their byte offset.
+  VkDeviceSize place(const void* data, std::size_t count) {
+    while (words_.size() % 4 != 1) words_.push_back(-7);
+    const std::size_t at = words_.size();
+    words_.resize(at + count);
+    if (count) std::memcpy(&words_[at], data, count * 4);
+    return VkDeviceSize(at * 4);
+  }
+  // The device buffer holding them all, and a word of padding past the last.
+  Buffer upload(Context& ctx) {
+    words_.push_back(-7);
+    Buffer b(ctx, words_.size() * 4);
+    b.upload(words_.data(), words_.size() * 4);
+    return b;
+  }
+
+ private:
+  std::vector<int32_t> words_;
 };
 
 }  // namespace vkattn::tool

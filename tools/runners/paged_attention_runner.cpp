@@ -404,14 +404,8 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   // The batch's metadata and the parameters in one buffer, each view one
   // word past a 16-byte boundary (views need not be aligned), as an engine
   // keeps them on the device.
-  std::vector<int32_t> words;
-  auto place = [&](const void* data, std::size_t count) {
-    while (words.size() % 4 != 1) words.push_back(-7);
-    const std::size_t at = words.size();
-    words.resize(at + count);
-    if (count) std::memcpy(&words[at], data, count * 4);
-    return VkDeviceSize(at * 4);
-  };
+  PackedWords packed;
+  auto place = [&](const void* data, std::size_t count) { return packed.place(data, count); };
   const VkDeviceSize qsl_at = place(qsl.data(), qsl.size()), lens_at = place(seq_lens.data(), seq_lens.size());
   const VkDeviceSize table_at = place(block_table.data(), block_table.size());
   const VkDeviceSize alibi_at = place(alibi.data(), alibi.size()), sinks_at = place(sinks.data(), sinks.size());
@@ -428,9 +422,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
       }
   }
   const VkDeviceSize slots_at = place(slots.data(), slots.size());
-  words.push_back(-7);
-  Buffer meta(ctx, words.size() * 4);
-  meta.upload(words.data(), words.size() * 4);
+  Buffer meta = packed.upload(ctx);
   PagedAttentionArgs args;
   args.q = qv;
   args.out = ov;
