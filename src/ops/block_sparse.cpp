@@ -263,10 +263,9 @@ struct Bindings {
                     (custom ? "variant '" + custom->name + "' does not declare (its buffers: " + (names.empty() ? "none" : names) + ")"
                             : std::string("only a variant (custom_mods) has")));
       }
-      const std::string what = "custom buffer '" + name + "'";
-      const BoundView bv = bind_view(impl, view, op, what);
+      const BoundView bv = bind_view(impl, view, op, name);   // no string built per run
       if (bv.element_offset)
-        throw Error(std::string(op) + ": " + what + " starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
+        throw Error(std::string(op) + ": custom buffer '" + name + "' starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
                     " bytes past a multiple of the device's storage-buffer offset alignment (" +
                     std::to_string(impl.caps.min_storage_buffer_offset_alignment) + "): expected it to start on one");
       buffers[abi::BS_BINDING_MOD0 + slot - 1] = bv.binding;
