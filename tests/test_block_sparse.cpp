@@ -259,6 +259,25 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   EXPECT_EQ(ctx().pipelines_created(), prepared);
 }
 
+// The path a variant runs on: the context's where the prefill kernel takes it,
+// scalar for Dqk != Dv and head sizes above 128 (what `vkattn run` reports).
+TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = 128;
+  v.v_head_size = 64;
+  EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
+  v.v_head_size = 0;
+  v.head_size = 256;
+  EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
+  v.head_size = 128;
+  const Path p = block_sparse_attention_path(ctx(), v);
+  if (ctx().capabilities().subgroup_size == 32) EXPECT_EQ(p, ctx().path_for("block_sparse"));
+  else EXPECT_EQ(p, Path::scalar);
+  v.head_size = 40;
+  EXPECT_VKATTN_ERROR(block_sparse_attention_path(ctx(), v), "head size 40");
+}
+
 TEST_F(BlockSparseSmall, BadInputGetsAClearError) {
   {
     auto a = a_;

@@ -119,6 +119,11 @@ struct BlockSparseVariant {
   std::string custom_mods;   // as BlockSparseArgs::custom_mods
 };
 
+// The path a variant runs on (the context's, or scalar where the prefill
+// kernel cannot take it: Dqk != Dv, head size > 128, subgroups not of 32, no
+// bf16 matrices for bf16, or block sizes no tile of it divides).
+Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& variant);
+
 // Creates the pipelines these variants need (before the first step).
 // Throws vkattn::Error for a variant the kernels cannot run.
 void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants);

@@ -305,6 +305,11 @@ void set_mask_push(abi::BlockSparsePush& push, const MaskShape& ms, const BlockM
 
 }  // namespace
 
+Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& v) {
+  check_variant(v);
+  return choose_launch(ctx, v, custom_variant(v.custom_mods, "block_sparse_attention_path")).path;
+}
+
 void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants) {
   auto& impl = ctx.impl();
   impl.check_usable(kOp);
