@@ -18,7 +18,7 @@ namespace {
 int report(const Context& ctx, const RunResult& r, const char* kernel) {
   std::printf("%s\n", r.summary.c_str());
   std::printf("device %s, path %s\n", ctx.capabilities().device_name.c_str(),
-              std::string(path_name(ctx.path_for(kernel))).c_str());
+              r.path.empty() ? std::string(path_name(ctx.path_for(kernel))).c_str() : r.path.c_str());
   std::printf("max abs error %.3g, max rel error %.3g\n", r.max_abs_err, r.max_rel_err);
   std::printf("tolerance: %s\n", r.tolerance.c_str());
   if (r.gpu_us > 0 && r.flops > 0)

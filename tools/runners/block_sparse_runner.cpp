@@ -591,12 +591,13 @@ RunResult run_block_sparse(Context& ctx, const BlockSparseCase& c, BlockSparseOu
     << ", Lq " << Lq << ", Lkv " << d.Lkv << ", blocks " << c.q_block << "x" << c.kv_block << ", mask " << c.mask
     << (c.score.empty() ? "" : ", score " + c.score) << " (mask " << Sz << "x" << Sh << ", density " << density << ")"
     << ", " << dtype_name(c.dtype) << " -> " << dtype_name(c.out_dtype) << (c.lse ? ", lse" : "")
-    << (c.row_max ? ", row max" : "") << ", seed " << c.seed << ", path "
-    << path_name(block_sparse_attention_path(ctx, BlockSparseVariant{.q_dtype = c.dtype, .out_dtype = c.out_dtype,
-                                                                       .num_q_heads = Hq, .num_kv_heads = d.Hkv,
-                                                                       .head_size = D, .v_head_size = Dv == D ? 0 : Dv,
-                                                                       .q_block_size = c.q_block, .kv_block_size = c.kv_block,
-                                                                       .mods = d.mp.mods, .custom_mods = c.custom_mods}));
+    << (c.row_max ? ", row max" : "") << ", seed " << c.seed;
+  r.path = path_name(block_sparse_attention_path(ctx, BlockSparseVariant{.q_dtype = c.dtype, .out_dtype = c.out_dtype,
+                                                                          .num_q_heads = Hq, .num_kv_heads = d.Hkv,
+                                                                          .head_size = D, .v_head_size = Dv == D ? 0 : Dv,
+                                                                          .q_block_size = c.q_block, .kv_block_size = c.kv_block,
+                                                                          .mods = d.mp.mods, .custom_mods = c.custom_mods}));
+  s << ", path " << r.path;
   r.summary = s.str();
   if (outputs) {
     outputs->out = std::move(got);

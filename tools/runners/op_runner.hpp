@@ -19,6 +19,7 @@ struct RunResult {
   double bytes = 0;           // bytes the op must move
   double flops = 0;           // or, for an op bound by arithmetic, the FLOPs it must do
   std::string summary;        // one line describing the case
+  std::string path;           // the path the op ran on, where the runner knows it ("": the kernel's default)
 };
 
 // 32-bit views (metadata, parameters) packed into one buffer as an engine may
