@@ -278,6 +278,22 @@ TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
   EXPECT_VKATTN_ERROR(block_sparse_attention_path(ctx(), v), "head size 40");
 }
 
+TEST_F(BlockSparseSmall, PrepareMakesTheMaskBuildersPipeline) {
+  BlockSparseMods mods;
+  mods.all = kMaskCausal;
+  mods.score = kScoreAlibi;   // ignored: the builder has no score mods
+  prepare_build_block_mask(ctx(), std::span<const BlockSparseMods>(&mods, 1));
+  const size_t prepared = ctx().pipelines_created();
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = b.kv_len = L;
+  b.mask = a_.mask;
+  build_block_mask(ctx(), b);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+  EXPECT_VKATTN_ERROR(prepare_build_block_mask(ctx(), std::span<const BlockSparseMods>(&mods, 1), "nope"),
+                      "custom_mods = 'nope' is not a registered");
+}
+
 TEST_F(BlockSparseSmall, BadInputGetsAClearError) {
   {
     auto a = a_;
