@@ -43,7 +43,7 @@ uint32_t choose_type(const ContextImpl& impl, uint32_t bits, MemoryKind kind) {
 
 }  // namespace
 
-Allocation allocate(ContextImpl& impl, VkDeviceSize size, MemoryKind kind, std::string_view what) {
+Allocation allocate(ContextImpl& impl, VkDeviceSize size, MemoryKind kind, std::string_view what, Dedicated dedicate) {
   const auto& vk = impl.vk;
   const auto& caps = impl.caps;
   const std::string who(what);
@@ -68,10 +68,15 @@ Allocation allocate(ContextImpl& impl, VkDeviceSize size, MemoryKind kind, std::
     release(impl, a);
     throw Error(who + ": no memory type fits a " + std::string(kind_name(kind)) + " buffer");
   }
+  const bool dedicated = dedicate == Dedicated::yes ||
+                         (dedicate == Dedicated::automatic && kind == MemoryKind::device_local && size >= kDedicatedFromBytes);
+  VkMemoryDedicatedAllocateInfo own{VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO};
+  own.buffer = a.buffer;
   VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
   flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  flags.pNext = dedicated ? &own : nullptr;
   VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  mai.pNext = caps.buffer_device_address ? &flags : nullptr;
+  mai.pNext = caps.buffer_device_address ? static_cast<const void*>(&flags) : dedicated ? static_cast<const void*>(&own) : nullptr;
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = type;
   if (VkResult r = vk.vkAllocateMemory(impl.device, &mai, nullptr, &a.memory); r != VK_SUCCESS) {

@@ -35,6 +35,9 @@ enum class MemoryKind {
 
 // One VkBuffer with its own allocation. Movable, not copyable. Usage always
 // includes storage, transfer src/dst and (when the device has it) device address.
+// Device-local buffers of 1 MiB or more are dedicated allocations
+// (VkMemoryDedicatedAllocateInfo): on an H200, random reads over 16 GiB or
+// more of plain allocations ran at a quarter of the speed (README, "bench gather").
 //
 // Lifetime: a Buffer keeps its Context's device alive (a Buffer may outlive
 // its Context object). Destroying a Buffer frees its memory at once: the

@@ -9,6 +9,8 @@ const std::vector<Suite>& suites() {
   static const std::vector<Suite> all = {
       {"ceilings", "copy bandwidth and the f16 (and bf16) matrix rate of the best path", "GB/s",
        [](Context& ctx, bool quick) { return ceiling_ops(ctx, quick); }},
+      {"gather", "random 32 KiB blocks read from 1..64 GiB: allocation sizes, dedicated allocations, chunk table / precomputed addresses / bound buffers", "GB/s",
+       gather_cases},
       {"write-kv-cache", "write_kv_cache: 256..32768 tokens x 8 heads x 128, f16 and fp8 caches", "GB/s",
        write_kv_cache_cases},
       {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 NHD cache of block 16 unless flags say otherwise; one varlen batch",

@@ -27,6 +27,7 @@ const Suite* find_suite(const std::string& name);
 
 std::vector<BenchOp> write_kv_cache_cases(Context& ctx, bool quick);
 std::vector<BenchOp> sparse_cases(Context& ctx, bool quick);   // suite_sparse.cpp
+std::vector<BenchOp> gather_cases(Context& ctx, bool quick);   // suite_gather.cpp
 
 struct AttentionShape;
 
