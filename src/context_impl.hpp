@@ -13,6 +13,7 @@
 
 #include "allocation.hpp"
 #include "descriptor_arena.hpp"
+#include "reporting_op.hpp"
 #include "vk.hpp"
 
 namespace vkattn::detail {
@@ -41,12 +42,14 @@ struct DeviceFeatureChain {
 // What a device lacks of the features the kernels need ("" when nothing).
 std::string missing_required_features(const DeviceFeatureChain& f);
 
-// Which of the status buffer's slots a dispatch reports into: ops recorded
-// into the caller's command buffers share one (Context::check_device_status
-// reads it); synchronous ops, which run one at a time, have their own, so
-// that their errors reach the call that caused them.
-enum class StatusSlot : uint32_t { recorded = 0, synchronous = 1 };
-inline constexpr uint32_t kStatusSlots = 2;
+// Which of the status buffer's slots a dispatch reports into: synchronous
+// ops, which run one at a time, have their own, so that their errors reach
+// the call that caused them (ContextImpl::sync_op says whose); ops recorded
+// into the caller's command buffers have one per ReportingOp, which
+// Context::check_device_status reads, so that a report names its op.
+enum class StatusSlot : uint32_t { synchronous = 0 };
+inline constexpr StatusSlot recorded_slot(ReportingOp op) { return static_cast<StatusSlot>(1 + static_cast<uint32_t>(op)); }
+inline constexpr uint32_t kStatusSlots = 1 + kReportingOps;
 inline constexpr VkDeviceSize kStatusSlotBytes = 256;   // >= any minStorageBufferOffsetAlignment
 
 struct ContextImpl {
@@ -81,6 +84,7 @@ struct ContextImpl {
   // The command buffer a synchronous op is recording into, so that its
   // dispatches take the synchronous status slot and descriptor arena.
   std::atomic<VkCommandBuffer> sync_cmd{VK_NULL_HANDLE};
+  ReportingOp sync_op = ReportingOp::paged_attention;   // the op of the synchronous submission (under the submit lock)
   // Set when a submission timed out: the context refuses all further work.
   std::atomic<bool> lost{false};
   std::string lost_reason;                        // written once, before `lost`

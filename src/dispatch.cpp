@@ -55,7 +55,7 @@ Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {
 }
 
 void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, std::span<const BufferBinding> bindings,
-                     const void* push, Grid grid) {
+                     const void* push, Grid grid, ReportingOp op) {
   const auto& vk = impl.vk;
   constexpr std::size_t kMaxBindings = 20;   // block-sparse attention: 15 views and 4 variant buffers, with the status
   if (bindings.size() + 1 != p.bindings || p.bindings > kMaxBindings)
@@ -64,7 +64,8 @@ void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, 
   // errors go to the synchronous status slot, its sets to the arena that is
   // reset after its submission.
   const bool synchronous = cmd == impl.sync_cmd.load();
-  const StatusSlot slot = synchronous ? StatusSlot::synchronous : StatusSlot::recorded;
+  const StatusSlot slot = synchronous ? StatusSlot::synchronous : recorded_slot(op);
+  if (synchronous) impl.sync_op = op;   // under the submit lock
   std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
   std::array<VkWriteDescriptorSet, kMaxBindings> writes;
   const uint32_t n = p.bindings;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "pipelines.hpp"
+#include "reporting_op.hpp"
 
 namespace vkattn::detail {
 
@@ -39,9 +40,10 @@ struct Grid {
 };
 Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op);
 
-// Binds the status buffer at binding 0 and `bindings` at 1.., pushes constants, dispatches.
+// Binds the status buffer at binding 0 (the slot of `op`, or the synchronous
+// one) and `bindings` at 1.., pushes constants, dispatches.
 void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& pipeline,
-                     std::span<const BufferBinding> bindings, const void* push, Grid grid);
+                     std::span<const BufferBinding> bindings, const void* push, Grid grid, ReportingOp op);
 
 // Barrier between dependent dispatches of one op.
 void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd);

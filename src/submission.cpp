@@ -84,56 +84,71 @@ void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer
   if (check) check();
 }
 
+std::string_view reporting_op_name(ReportingOp op) {
+  switch (op) {
+    case ReportingOp::paged_attention: return "paged_attention";
+    case ReportingOp::prefix_prefill: return "prefix_prefill";
+    case ReportingOp::block_sparse_attention: return "block_sparse_attention";
+    case ReportingOp::build_block_mask: return "build_block_mask";
+    case ReportingOp::write_kv_cache: return "write_kv_cache";
+    case ReportingOp::bench: return "a benchmark kernel";
+  }
+  return "?";
+}
+
 void throw_status(ContextImpl& impl, StatusSlot slot) {
   uint32_t* words = impl.status_words(slot);
   const uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
   if (code == abi::STATUS_OK) return;
   std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
+  const ReportingOp op = slot == StatusSlot::synchronous ? impl.sync_op
+                                                         : static_cast<ReportingOp>(static_cast<uint32_t>(slot) - 1);
+  const std::string who = std::string(reporting_op_name(op)) + ": ";
   switch (code) {
     case abi::STATUS_BLOCK_OUT_OF_RANGE:
-      throw Error("paged_attention: block_table[" + std::to_string(a) + ", " + std::to_string(b) + "] = " +
+      throw Error(who + "block_table[" + std::to_string(a) + ", " + std::to_string(b) + "] = " +
                   std::to_string(static_cast<int32_t>(c)) +
                   " on the device is not a block of the cache (expected 0 <= entry < num_blocks); block 0 was read instead");
     case abi::STATUS_SLOT_OUT_OF_RANGE: {
       int64_t slot_value = static_cast<int64_t>((uint64_t(c) << 32) | b);
-      throw Error("write_kv_cache: slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot_value) +
+      throw Error(who + "slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot_value) +
                   " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
     }
     case abi::STATUS_QUERY_START_LOC:
-      throw Error("paged_attention: query_start_loc on the device is unusable at sequence " + std::to_string(a) + ": [" +
+      throw Error(who + "query_start_loc on the device is unusable at sequence " + std::to_string(a) + ": [" +
                   std::to_string(static_cast<int32_t>(b)) + ", " + std::to_string(static_cast<int32_t>(c)) +
                   "] (expected 0 <= query_start_loc[s] <= query_start_loc[s + 1] <= the plan's num_tokens); the sequence was skipped");
     case abi::STATUS_SEQ_LEN:
-      throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(static_cast<int32_t>(b)) +
+      throw Error(who + "seq_lens[" + std::to_string(a) + "] = " + std::to_string(static_cast<int32_t>(b)) +
                   " on the device is below its query_len " + std::to_string(c) +
                   " (expected 0, or >= query_len: seq_len counts the new tokens too); the sequence was skipped");
     case abi::STATUS_SEQ_LEN_TABLE:
-      throw Error("paged_attention: seq_lens[" + std::to_string(a) + "] = " + std::to_string(b) +
+      throw Error(who + "seq_lens[" + std::to_string(a) + "] = " + std::to_string(b) +
                   " on the device exceeds what its block-table row holds (" + std::to_string(c) +
                   " keys: max_blocks_per_seq * block_size, plus the new tokens for prefix_prefill); the sequence was skipped");
     case abi::STATUS_QUERY_LEN_PLAN:
-      throw Error("paged_attention: sequence " + std::to_string(a) + " has query_len " + std::to_string(b) +
+      throw Error(who + "sequence " + std::to_string(a) + " has query_len " + std::to_string(b) +
                   " on the device, more than the plan's tiles hold (" + std::to_string(c) +
                   " tokens); the sequence was skipped: plan with a larger max_query_len");
     case abi::STATUS_PARAMETER: {
       float v;
       std::memcpy(&v, &c, 4);
-      throw Error(std::string("paged_attention: ") + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
+      throw Error(who + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
                   std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
     }
     case abi::STATUS_BLOCK_MASK_INDEX:
-      throw Error(std::string("block_sparse_attention: the block mask's ") + (b >> 31 ? "full_kv_indices" : "kv_indices") +
+      throw Error(who + std::string("the block mask's ") + (b >> 31 ? "full_kv_indices" : "kv_indices") +
                   " row " + std::to_string(a) + " entry " + std::to_string(b & 0x7FFFFFFFu) + " = " + std::to_string(static_cast<int32_t>(c)) +
                   " on the device is not a kv block (expected 0 <= index < ceil(Lkv / kv_block_size)); that block was skipped");
     case abi::STATUS_BLOCK_MASK_COUNT:
-      throw Error("block_sparse_attention: the block mask's row " + std::to_string(a) + " lists " +
+      throw Error(who + "the block mask's row " + std::to_string(a) + " lists " +
                   std::to_string(static_cast<int32_t>(c)) + " blocks on the device (expected 0 to kv_blocks = " + std::to_string(b) +
                   "); the count was clamped");
     case abi::STATUS_SUBGROUP_SIZE:
-      throw Error("paged_attention: the driver ran the matrix kernel with subgroups of " + std::to_string(a) +
+      throw Error(who + "the driver ran a kernel with subgroups of " + std::to_string(a) +
                   " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");
     default:
-      throw Error("a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
+      throw Error(who + "a kernel reported status code " + std::to_string(code) + " (" + std::to_string(a) + ", " +
                   std::to_string(b) + ", " + std::to_string(c) + ")");
   }
 }
@@ -145,7 +160,11 @@ void Context::submit_and_wait(const std::function<void(VkCommandBuffer)>& record
   detail::submit_and_wait(i, record, [&] { detail::throw_status(i, detail::StatusSlot::synchronous); });
 }
 
-void Context::check_device_status() { detail::throw_status(impl(), detail::StatusSlot::recorded); }
+void Context::check_device_status() {
+  auto& i = impl();
+  for (uint32_t op = 0; op < detail::kReportingOps; ++op)
+    detail::throw_status(i, detail::recorded_slot(static_cast<detail::ReportingOp>(op)));
+}
 
 void Context::release_recorded_descriptor_sets() {
   auto& i = impl();

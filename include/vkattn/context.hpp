@@ -135,9 +135,12 @@ class Context {
   // Kernels that find bad device-side input (a slot beyond the cache, a block
   // table or query_start_loc corrupted on the device) record it in a status
   // word instead of touching memory out of bounds. Ops recorded into the
-  // caller's command buffers share one status: call this once their
-  // submission has completed; it throws vkattn::Error describing the first
-  // problem and clears it. It reads mapped memory: no wait, no submission.
+  // caller's command buffers keep one status per op (paged_attention,
+  // prefix_prefill with its fused cache write, block_sparse_attention,
+  // build_block_mask, write_kv_cache), holding the first problem each met:
+  // call this once their submission has completed; it throws vkattn::Error
+  // describing one of them, named by its op, and clears it (call again for
+  // the next). It reads mapped memory: no wait, no submission.
   void check_device_status();
   // With descriptor-set binding (no push descriptors), sets recorded into the
   // caller's command buffers stay allocated until this is called; call it when

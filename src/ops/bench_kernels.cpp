@@ -29,7 +29,7 @@ void copy(Context& ctx, BufferRef src, BufferRef dst, VkDeviceSize bytes, VkComm
   Grid g = fold_grid(impl, (uint64_t(push.num_vec4) + spec.COPY_WORKGROUP_SIZE * 4 - 1) / (spec.COPY_WORKGROUP_SIZE * 4), "bench::copy");
   push.grid_x = g.x;
   const BufferBinding b[] = {{src.buffer, 0, bytes}, {dst.buffer, 0, bytes}};
-  record_dispatch(impl, cmd, p, b, &push, g);
+  record_dispatch(impl, cmd, p, b, &push, g, ReportingOp::bench);
 }
 
 MatmulPeakLayout matmul_peak_layout(const Context& ctx, Path path) {
@@ -87,7 +87,7 @@ void matmul_peak(Context& ctx, Path path, BufferRef a, BufferRef b, BufferRef c,
   Grid g = fold_grid(impl, workgroups, "bench::matmul_peak");
   abi::BenchMatmulPush push{iterations, g.x};
   const BufferBinding bb[] = {{a.buffer, 0, a.size}, {b.buffer, 0, b.size}, {c.buffer, 0, l.c_elems_per_workgroup * 4 * workgroups}};
-  record_dispatch(impl, cmd, p, bb, &push, g);
+  record_dispatch(impl, cmd, p, bb, &push, g, ReportingOp::bench);
 }
 
 }  // namespace vkattn::bench

@@ -429,7 +429,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.out_token_stride = static_cast<uint32_t>(a.out.stride(2));
   push.scale = scale;
   push.softcap = mv.softcap;
-  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid);
+  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid, ReportingOp::block_sparse_attention);
 }
 
 void block_sparse_attention(Context& ctx, const BlockSparseArgs& args) {
@@ -519,7 +519,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
   set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
-  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid);
+  record_dispatch(impl, cmd, pipe, bindings.buffers, &push, grid, ReportingOp::build_block_mask);
 }
 
 void build_block_mask(Context& ctx, const BlockMaskBuild& build) {

@@ -518,6 +518,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   // The workspace may be shared with an earlier run on this queue, whose
   // reduce may still be reading it.
   if (sch.split) compute_barrier(impl, cmd);
+  const ReportingOp op = suffix ? ReportingOp::prefix_prefill : ReportingOp::paged_attention;
   // The lengths' check runs beside the attention (both only read the batch;
   // no barrier between them): one invocation per sequence.
   const Pipeline& check = check_pipeline(impl, p, sch.bm, sch.one_tile_per_seq && !sch.prefill.on);
@@ -526,20 +527,20 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   const Grid cgrid = fold_grid(impl, check_workgroups, kOp);
   push.num_workgroups = static_cast<uint32_t>(check_workgroups);
   push.grid_x = cgrid.x;
-  record_dispatch(impl, cmd, check, bindings, &push, cgrid);
+  record_dispatch(impl, cmd, check, bindings, &push, cgrid, op);
   // The prefill kernel's and the decode kernel's sequences are apart: both
   // run at once, the longer first.
   if (prefill) {
     const Grid pgrid = fold_grid(impl, sch.prefill.num_workgroups, kOp);
     push.num_workgroups = static_cast<uint32_t>(sch.prefill.num_workgroups);
     push.grid_x = pgrid.x;
-    record_dispatch(impl, cmd, *prefill, bindings, &push, pgrid);
+    record_dispatch(impl, cmd, *prefill, bindings, &push, pgrid, op);
   }
   if (main) {
     const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
     push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
     push.grid_x = grid.x;
-    record_dispatch(impl, cmd, *main, bindings, &push, grid);
+    record_dispatch(impl, cmd, *main, bindings, &push, grid, op);
   }
   if (!sch.split) return;
 
@@ -551,7 +552,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   const Grid rgrid = fold_grid(impl, (rows + per_workgroup - 1) / per_workgroup, kOp);
   push.num_workgroups = static_cast<uint32_t>(rows);
   push.grid_x = rgrid.x;
-  record_dispatch(impl, cmd, reduce, bindings, &push, rgrid);
+  record_dispatch(impl, cmd, reduce, bindings, &push, rgrid, op);
 }
 
 template void detail::record_paged_attention(Context&, const PagedAttentionPlan&, const PagedKvCache&,

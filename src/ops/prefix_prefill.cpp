@@ -13,6 +13,7 @@
 #include <string_view>
 #include <cstdint>
 #include "paged_attention_plan.hpp"
+#include "write_kv_cache_record.hpp"
 
 namespace vkattn {
 
@@ -147,7 +148,7 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the
   // context's).
-  if (a.slot_mapping) write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, cmd);
+  if (a.slot_mapping) record_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, cmd, ReportingOp::prefix_prefill);
 }
 
 void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& args) {

@@ -6,6 +6,7 @@
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
 #include "../op_support.hpp"
+#include "write_kv_cache_record.hpp"
 
 namespace vkattn {
 
@@ -42,8 +43,8 @@ void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType inpu
   for (bool vector_loads : {true, false}) pipeline(impl, ctx.path_for(kOp), cache, input, slots, vector_loads);
 }
 
-void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
-                    const TensorView& slot_mapping, VkCommandBuffer cmd) {
+void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                                   const TensorView& slot_mapping, VkCommandBuffer cmd, ReportingOp op) {
   auto& impl = ctx.impl();
   impl.check_usable(kOp);
   if (cache.context_id() != impl.id) throw Error("write_kv_cache: the cache belongs to another Context");
@@ -88,7 +89,12 @@ void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, co
   push.k_inv_scale = static_cast<float>(1.0 / c.k_scale);
   push.v_inv_scale = static_cast<float>(1.0 / c.v_scale);
   const BufferBinding bindings[] = {k.binding, v.binding, s.binding};
-  record_dispatch(impl, cmd, p, bindings, &push, grid);
+  record_dispatch(impl, cmd, p, bindings, &push, grid, op);
+}
+
+void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                    const TensorView& slot_mapping, VkCommandBuffer cmd) {
+  detail::record_write_kv_cache(ctx, cache, key, value, slot_mapping, cmd, ReportingOp::write_kv_cache);
 }
 
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,

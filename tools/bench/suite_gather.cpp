@@ -156,7 +156,7 @@ class GatherMemory {
     for (uint32_t c = 0; c < GATHER_BOUND_CHUNKS; ++c)
       b.push_back(addressing == Addressing::bound && c < chunks_.size() ? detail::BufferBinding{chunks_[c].buffer, 0, chunks_[c].size}
                                                                        : detail::placeholder_binding(impl));
-    detail::record_dispatch(impl, cmd, p, b, &push, g);
+    detail::record_dispatch(impl, cmd, p, b, &push, g, detail::ReportingOp::bench);
   }
 
   void release() {
