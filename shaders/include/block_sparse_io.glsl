@@ -20,6 +20,7 @@
 #include "number_formats.glsl"
 #include "online_softmax.glsl"
 #include "status.glsl"
+#include "kv_tensor_loads.glsl"
 
 const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
 // V's head size: BS_V_HEAD_SIZE, or q.k's (0). Only the scalar kernel takes
@@ -163,16 +164,7 @@ uint bs_key_row(PaItem it, bool is_value, int k) {
   return bs_view_offset(BS_BINDING_K - 1u) + it.b * pc.k_batch_stride + it.kv_head * pc.k_head_stride + uint(k) * pc.k_token_stride;
 }
 
-uvec4 bs_raw8(bool narrow, bool is_value, uint at) {
-  if (!narrow) return is_value ? v_vec[at / 8u] : k_vec[at / 8u];
-  uvec4 w;
-  [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const uint lo = uint(is_value ? v16[at + 2u * i] : k16[at + 2u * i]);
-    const uint hi = uint(is_value ? v16[at + 2u * i + 1u] : k16[at + 2u * i + 1u]);
-    w[i] = lo | (hi << 16);
-  }
-  return w;
-}
+VKA_DEFINE_KV_RAW8(bs_raw8, k_vec, k16, v_vec, v16)
 
 // The scalar kernel's lookups (no block table: the entry is unused).
 int pa_raw_block(uint seq, int k) { return 0; }

@@ -17,6 +17,7 @@
 #include "attention_logits.glsl"
 #include "kv_addressing.glsl"
 #include "number_formats.glsl"
+#include "kv_tensor_loads.glsl"
 #include "online_softmax.glsl"
 
 const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
@@ -224,16 +225,7 @@ uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
 
 // Eight elements of the new K or V view from element `at`: one 16-byte load,
 // or eight 2-byte ones (narrow).
-uvec4 pa_suffix_raw8(bool narrow, bool is_value, uint at) {
-  if (!narrow) return is_value ? new_v_vec[at / 8u] : new_k_vec[at / 8u];
-  uvec4 w;
-  [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const uint lo = uint(is_value ? new_v16[at + 2u * i] : new_k16[at + 2u * i]);
-    const uint hi = uint(is_value ? new_v16[at + 2u * i + 1u] : new_k16[at + 2u * i + 1u]);
-    w[i] = lo | (hi << 16);
-  }
-  return w;
-}
+VKA_DEFINE_KV_RAW8(pa_suffix_raw8, new_k_vec, new_k16, new_v_vec, new_v16)
 
 // Raw bits of eight consecutive head dims (d, ..., d+7; d a multiple of 8) of
 // key slot t of a block: one 16-byte (f16/bf16) or 8-byte (fp8) load where
