@@ -14,8 +14,8 @@
 #include <cstring>
 
 #include "attention_cases.hpp"
-#include "context_impl.hpp"
 #include "device_batch.hpp"
+#include "own_commands.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "vk_test.hpp"
 
@@ -296,38 +296,6 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
   EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "prefix_prefill: block_table[0, 1] = 9");
 }
 
-// Records into a command buffer of the test's own (not the Context's
-// synchronous one), submits it to the Context's queue and waits: the recorded
-// form, as an engine runs it.
-void run_recorded(Context& ctx, const std::function<void(VkCommandBuffer)>& record) {
-  const auto& vk = ctx.impl().vk;
-  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pci.queueFamilyIndex = ctx.queue_family();
-  VkCommandPool pool;
-  ASSERT_EQ(vk.vkCreateCommandPool(ctx.device(), &pci, nullptr, &pool), VK_SUCCESS);
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VkCommandBuffer cmd;
-  ASSERT_EQ(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cmd), VK_SUCCESS);
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  vk.vkBeginCommandBuffer(cmd, &bi);
-  record(cmd);
-  vk.vkEndCommandBuffer(cmd);
-  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  VkFence fence;
-  ASSERT_EQ(vk.vkCreateFence(ctx.device(), &fci, nullptr, &fence), VK_SUCCESS);
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd;
-  EXPECT_EQ(vk.vkQueueSubmit(ctx.queue(), 1, &si, fence), VK_SUCCESS);
-  EXPECT_EQ(vk.vkWaitForFences(ctx.device(), 1, &fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
-  vk.vkDestroyFence(ctx.device(), fence, nullptr);
-  vk.vkDestroyCommandPool(ctx.device(), pool, nullptr);
-  ctx.release_recorded_descriptor_sets();
-}
-
 // Device-side reports of recorded ops name the op the engine recorded: a
 // prefix_prefill's attention and fused cache write report as prefix_prefill,
 // a paged_attention over the same bad batch as paged_attention, and a
@@ -335,18 +303,19 @@ void run_recorded(Context& ctx, const std::function<void(VkCommandBuffer)>& reco
 // clears it.
 TEST_F(PrefixPrefillSmall, RecordedReportsNameTheirOp) {
   const auto p = plan();
+  OwnCommands own(ctx());
   Buffer workspace(ctx(), std::max<uint64_t>(p.workspace_bytes(), 16));
   auto a = args();
   a.workspace = TensorView::contiguous(workspace, DType::f32, {int64_t(workspace.size() / 4)});
   batch_->block_table() = {3, 9, 6, 0};   // 9: not a block of the 8-block cache
   batch_->upload();
-  run_recorded(ctx(), [&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); });
+  own.run([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); });
   EXPECT_VKATTN_ERROR(ctx().check_device_status(), "prefix_prefill: block_table[0, 1] = 9");
   EXPECT_NO_THROW(ctx().check_device_status());
 
   PagedAttentionPlan pa(ctx(), cfg_, Hq, DType::f16, batch_->lengths());
   PagedAttentionArgs pargs = a.attention_args();
-  run_recorded(ctx(), [&](VkCommandBuffer cmd) { paged_attention(ctx(), pa, *cache_, pargs, cmd); });
+  own.run([&](VkCommandBuffer cmd) { paged_attention(ctx(), pa, *cache_, pargs, cmd); });
   EXPECT_VKATTN_ERROR(ctx().check_device_status(), "paged_attention: block_table[0, 1] = 9");
   batch_->block_table() = {3, 4, 6, 0};
   batch_->upload();
@@ -355,7 +324,7 @@ TEST_F(PrefixPrefillSmall, RecordedReportsNameTheirOp) {
   const int32_t bad[T] = {4 * 16 + 4, 4 * 16 + 5, 8 * 16, 6 * 16 + 5, 6 * 16 + 6, 6 * 16 + 7, 6 * 16 + 8};
   slots_.upload(bad, sizeof(bad));
   a.slot_mapping = slots();
-  run_recorded(ctx(), [&](VkCommandBuffer cmd) {
+  own.run([&](VkCommandBuffer cmd) {
     prefix_prefill(ctx(), p, *cache_, a, cmd);
     write_kv_cache(ctx(), *cache_, a.key, a.value, slots(), cmd);
   });

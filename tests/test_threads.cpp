@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "context_impl.hpp"
+#include "own_commands.hpp"
 #include "vk_test.hpp"
 
 namespace vkattn::test {
@@ -69,17 +70,8 @@ TEST_P(ThreadsRecording, RecordingWhileAnotherThreadRunsSynchronousOps) {
   PagedKvCache cache(ctx, KvCacheConfig{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 64});
   Tokens t(ctx);
   const auto& vk = ctx.impl().vk;
-  VkCommandPool pool;
-  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pci.queueFamilyIndex = ctx.queue_family();
-  ASSERT_EQ(vk.vkCreateCommandPool(ctx.device(), &pci, nullptr, &pool), VK_SUCCESS);
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VkCommandBuffer cmd;
-  ASSERT_EQ(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cmd), VK_SUCCESS);
+  OwnCommands own(ctx);
+  const VkCommandBuffer cmd = own.cmd();
   std::atomic<int> failures{0};
   std::thread recorder([&] {
     for (int i = 0; i < 200; ++i) {
@@ -107,7 +99,6 @@ TEST_P(ThreadsRecording, RecordingWhileAnotherThreadRunsSynchronousOps) {
   runner.join();
   EXPECT_EQ(failures, 0);
   ctx.release_recorded_descriptor_sets();   // the recorded buffers were never submitted
-  vk.vkDestroyCommandPool(ctx.device(), pool, nullptr);
   for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << "validation error: " << m;
 }
 
