@@ -1,9 +1,11 @@
 #include <vkattn/vkattn.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <limits>
 
 #include "commands.hpp"
+#include "context_impl.hpp"
 
 namespace vkattn::tool {
 
@@ -25,13 +27,41 @@ ContextOptions DeviceFlags::options() const {
   return o;
 }
 
+namespace {
+
+// The extensions the device offers, sorted, one per line; `*` marks those the
+// Context enabled. (Which optional ones a driver has, e.g. VK_EXT_shader_float8
+// or VK_EXT_memory_priority, decides what is worth trying there.)
+void print_device_extensions(Context& ctx) {
+  const auto& impl = ctx.impl();
+  uint32_t n = 0;
+  impl.vk.vkEnumerateDeviceExtensionProperties(impl.physical_device, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  impl.vk.vkEnumerateDeviceExtensionProperties(impl.physical_device, nullptr, &n, exts.data());
+  std::vector<std::string> names;
+  for (const auto& e : exts) names.emplace_back(e.extensionName);
+  std::sort(names.begin(), names.end());
+  const auto& on = impl.device_extensions;
+  std::cout << names.size() << " device extensions offered, " << on.size() << " enabled (*)\n";
+  for (const auto& name : names) std::cout << (std::find(on.begin(), on.end(), name) != on.end() ? "* " : "  ") << name << "\n";
+}
+
+}  // namespace
+
 int cmd_info(const std::vector<std::string>& args) {
   cli::Flags f("vkattn info", "Print the device's capabilities and the path each kernel runs on");
   DeviceFlags dev(f);
   bool& json = f.add_bool("json", false, "print JSON instead of text");
+  bool& extensions = f.add_bool("extensions", false,
+                                "list every device extension the driver offers instead (* = enabled by vkattn)");
   f.parse(args);
   if (f.help_requested()) { std::cout << f.help(); return 0; }
+  if (json && extensions) throw Error("vkattn info: --extensions prints a plain list; drop --json or --extensions");
   Context ctx(dev.options());
+  if (extensions) {
+    print_device_extensions(ctx);
+    return 0;
+  }
   std::cout << (json ? capability_report_json(ctx) : capability_report_text(ctx));
   return 0;
 }
