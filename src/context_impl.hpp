@@ -44,7 +44,7 @@ std::string missing_required_features(const DeviceFeatureChain& f);
 
 // Which of the status buffer's slots a dispatch reports into: synchronous
 // ops, which run one at a time, have their own, so that their errors reach
-// the call that caused them (ContextImpl::sync_op says whose); ops recorded
+// the call that caused them (ContextImpl::sync_ops says whose); ops recorded
 // into the caller's command buffers have one per ReportingOp, which
 // Context::check_device_status reads, so that a report names its op.
 enum class StatusSlot : uint32_t { synchronous = 0 };
@@ -84,7 +84,7 @@ struct ContextImpl {
   // The command buffer a synchronous op is recording into, so that its
   // dispatches take the synchronous status slot and descriptor arena.
   std::atomic<VkCommandBuffer> sync_cmd{VK_NULL_HANDLE};
-  ReportingOp sync_op = ReportingOp::paged_attention;   // the op of the synchronous submission (under the submit lock)
+  uint32_t sync_ops = 0;   // bit per ReportingOp that the synchronous submission recorded (under the submit lock)
   // Set when a submission timed out: the context refuses all further work.
   std::atomic<bool> lost{false};
   std::string lost_reason;                        // written once, before `lost`

@@ -65,7 +65,7 @@ void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, 
   // reset after its submission.
   const bool synchronous = cmd == impl.sync_cmd.load();
   const StatusSlot slot = synchronous ? StatusSlot::synchronous : recorded_slot(op);
-  if (synchronous) impl.sync_op = op;   // under the submit lock
+  if (synchronous) impl.sync_ops |= 1u << static_cast<uint32_t>(op);   // under the submit lock
   std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
   std::array<VkWriteDescriptorSet, kMaxBindings> writes;
   const uint32_t n = p.bindings;

@@ -41,6 +41,7 @@ void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer
     }
   } cleanup{impl, cmd, in_flight};
   impl.sync_cmd.store(cmd);
+  impl.sync_ops = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(vk.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
@@ -101,9 +102,14 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
   const uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
   if (code == abi::STATUS_OK) return;
   std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
-  const ReportingOp op = slot == StatusSlot::synchronous ? impl.sync_op
-                                                         : static_cast<ReportingOp>(static_cast<uint32_t>(slot) - 1);
-  const std::string who = std::string(reporting_op_name(op)) + ": ";
+  // The op that reported: the slot's, or for the synchronous slot the ops
+  // the submission recorded (several only when a Context::submit_and_wait
+  // lambda recorded several ops: then the report names them all).
+  const uint32_t ops = slot == StatusSlot::synchronous ? impl.sync_ops : 1u << (static_cast<uint32_t>(slot) - 1);
+  std::string who;
+  for (uint32_t op = 0; op < kReportingOps; ++op)
+    if (ops & (1u << op)) who += (who.empty() ? "" : " or ") + std::string(reporting_op_name(static_cast<ReportingOp>(op)));
+  who = (who.empty() ? std::string("a kernel") : who) + ": ";
   switch (code) {
     case abi::STATUS_BLOCK_OUT_OF_RANGE:
       throw Error(who + "block_table[" + std::to_string(a) + ", " + std::to_string(b) + "] = " +

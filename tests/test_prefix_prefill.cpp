@@ -300,7 +300,7 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
 // prefix_prefill's attention and fused cache write report as prefix_prefill,
 // a paged_attention over the same bad batch as paged_attention, and a
 // write_kv_cache as itself; each check_device_status throws one report and
-// clears it.
+// clears it. A synchronous submission of several ops names them all.
 TEST_F(PrefixPrefillSmall, RecordedReportsNameTheirOp) {
   const auto p = plan();
   OwnCommands own(ctx());
@@ -343,6 +343,12 @@ TEST_F(PrefixPrefillSmall, RecordedReportsNameTheirOp) {
   EXPECT_NE(both.find("prefix_prefill: slot_mapping[2] = 128"), std::string::npos) << both;
   EXPECT_NE(both.find("write_kv_cache: slot_mapping[2] = 128"), std::string::npos) << both;
   EXPECT_NO_THROW(ctx().check_device_status());
+  // One synchronous submission of both: its report names both ops.
+  EXPECT_VKATTN_ERROR(ctx().submit_and_wait([&](VkCommandBuffer cmd) {
+                        prefix_prefill(ctx(), p, *cache_, a, cmd);
+                        write_kv_cache(ctx(), *cache_, a.key, a.value, slots(), cmd);
+                      }),
+                      "prefix_prefill or write_kv_cache: slot_mapping[2] = 128");
   for (const auto& m : ctx().validation_messages()) ADD_FAILURE() << "validation error: " << m;
 }
 
