@@ -187,18 +187,7 @@ uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uin
 }
 
 // Eight values of q's dtype as f32.
-void pa_decode_raw8(uvec4 w, float unused_scale, out float x[8]) {
-  [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    if (PA_Q_DTYPE == DTYPE_BF16) {
-      x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);
-      x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
-    } else {
-      const vec2 f = unpackHalf2x16(w[i]);
-      x[2u * i] = f.x;
-      x[2u * i + 1u] = f.y;
-    }
-  }
-}
+void pa_decode_raw8(uvec4 w, float unused_scale, out float x[8]) { vka_decode_16bit8(w, PA_Q_DTYPE == DTYPE_BF16, x); }
 void pa_decode_key8(bool suffix, uvec4 w, float unused_scale, out float x[8]) { pa_decode_raw8(w, 1.0, x); }
 
 // ---- Results ------------------------------------------------------------------

@@ -93,6 +93,22 @@ float vka_f16_to_f32(uint bits) { return vka_nf_decode(bits, 5, 10, 15, 0x7BFFu,
 uint vka_f32_to_bf16(float x) { return vka_nf_encode(x, 8, 7, 127, 0x7F7Fu, 0x7FC0u); }
 float vka_bf16_to_f32(uint bits) { return vka_nf_decode(bits, 8, 7, 127, 0x7F7Fu, true); }
 
+// Eight f16 (or, with bf16, bf16) values packed two to a word, as f32: both
+// conversions are exact (f16 in one hardware instruction, bf16 the top half
+// of an f32).
+void vka_decode_16bit8(uvec4 w, bool bf16, out float x[8]) {
+  for (uint i = 0; i < 4u; ++i) {
+    if (bf16) {
+      x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);
+      x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
+    } else {
+      const vec2 f = unpackHalf2x16(w[i]);
+      x[2u * i] = f.x;
+      x[2u * i + 1u] = f.y;
+    }
+  }
+}
+
 uint vka_f32_to_e4m3(float x) { return vka_nf_encode(x, 4, 3, 7, 0x7Eu, 0x7Fu); }
 // The fp8 decoders run on every element of an fp8 cache in the attention
 // kernels' key loops: selects, no branches (vka_nf_decode's, data-dependent,

@@ -256,17 +256,7 @@ void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
       x[i] = (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? vka_e4m3_to_f32(b) : vka_e5m2_to_f32(b)) * fp8_scale;
     }
   } else {
-    [[unroll]] for (uint i = 0; i < 4u; ++i) {
-      if (PA_CACHE_DTYPE == DTYPE_F16) {
-        // f16 -> f32 is exact; the hardware conversion is one instruction.
-        const vec2 f = unpackHalf2x16(w[i]);
-        x[2u * i] = f.x;
-        x[2u * i + 1u] = f.y;
-      } else {
-        x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);   // bf16: the top half of an f32
-        x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
-      }
-    }
+    vka_decode_16bit8(w, PA_CACHE_DTYPE != DTYPE_F16, x);
   }
 }
 
@@ -291,16 +281,7 @@ uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k_pos, uint head, ui
 // pa_key_raw8's eight values as f32: fp8 cache values times `fp8_scale`.
 void pa_decode_key8(bool suffix, uvec4 w, float fp8_scale, out float x[8]) {
   if (PA_KV_SUFFIX != 0u && suffix) {
-    [[unroll]] for (uint i = 0; i < 4u; ++i) {
-      if (PA_Q_DTYPE == DTYPE_BF16) {
-        x[2u * i] = uintBitsToFloat((w[i] & 0xFFFFu) << 16);
-        x[2u * i + 1u] = uintBitsToFloat(w[i] & 0xFFFF0000u);
-      } else {
-        const vec2 f = unpackHalf2x16(w[i]);
-        x[2u * i] = f.x;
-        x[2u * i + 1u] = f.y;
-      }
-    }
+    vka_decode_16bit8(w, PA_Q_DTYPE == DTYPE_BF16, x);
     return;
   }
   pa_decode_raw8(w, fp8_scale, x);
