@@ -207,6 +207,60 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     q.num_seqs = 1;
     EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);  // 80 workgroups
   }
+  {
+    // With an automatic split, sequences too few to fill the GPU still take
+    // the prefill kernel when a few segments make up the workgroups:
+    // `bench decode`'s varlen batch (a 129- and a 64-token chunk among
+    // decodes) gives it 7 tiles x 8 heads = 56 workgroups, 168 in 3 segments.
+    const std::vector<int32_t> qsl3 = {0, 1, 6, 135, 136, 200}, lens3 = {1328, 18, 463, 4096, 2048};
+    ScheduleProblem q = p;
+    q.num_seqs = 5;
+    q.num_tokens = 200;
+    q.max_query_len = 129;
+    q.query_start_loc = qsl3;
+    q.seq_lens = lens3;
+    q.split = SplitKv::automatic;
+    q.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+    const Schedule a = schedule_paged_attention(dev, q);
+    ASSERT_TRUE(a.prefill.on);
+    EXPECT_EQ(a.prefill.min_rows, 128u);
+    EXPECT_EQ(a.num_segments, 3u);
+    EXPECT_TRUE(a.split);
+    EXPECT_EQ(a.prefill.num_workgroups, (200u * 4u / 128u + 5u) * 8u * 3u);
+    // Not when the split is off or explicit, nor without the workspace the segments need.
+    q.split = SplitKv::off;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    q.split = SplitKv::on;
+    q.num_segments = 3;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    q.split = SplitKv::automatic;
+    q.num_segments = 0;
+    q.workspace_bytes = partial_result_bytes(200, 32, 128, 3) - 1;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    q.workspace_bytes = partial_result_bytes(200, 32, 128, 3);
+    EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);
+    // Not when it would take more than 4 segments: one 32-token chunk (128
+    // rows, 8 workgroups) over 4096 keys stays on the decode kernel.
+    const std::vector<int32_t> qsl4 = {0, 32}, lens4 = {4096};
+    q.num_seqs = 1;
+    q.num_tokens = 32;
+    q.max_query_len = 32;
+    q.query_start_loc = qsl4;
+    q.seq_lens = lens4;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    // Nor when the segments would be short: 300 tokens over 300 keys (80
+    // workgroups) would need 2 segments of 150 keys.
+    q = p;
+    q.split = SplitKv::automatic;
+    q.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    // 300 new tokens after a context of 700 keys: 2 segments of 500.
+    const std::vector<int32_t> lens5 = {1000, 1000, 900};
+    q.seq_lens = lens5;
+    const Schedule b = schedule_paged_attention(dev, q);
+    ASSERT_TRUE(b.prefill.on);
+    EXPECT_EQ(b.num_segments, 2u);
+  }
   p.prefill = PrefillKernel::on;
   const Schedule on = schedule_paged_attention(dev, p);
   ASSERT_TRUE(on.prefill.on);

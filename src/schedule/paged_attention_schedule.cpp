@@ -147,33 +147,61 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
 
 namespace {
 
-// The packed rows from which a plan's sequences go to the prefill kernel (0:
-// none; the decode kernel takes the rest).
+// Where a plan's sequences go: the packed rows from which they take the
+// prefill kernel (0: none; the decode kernel takes the rest), and the
+// segments the routing needs (0: the split is chosen as usual).
+struct Route {
+  uint32_t rows = 0;
+  uint32_t segments = 0;
+};
+
+// The most segments, and the fewest keys per segment of the longest routed
+// sequence, for which a split routes sequences that are too few to fill
+// the GPU to the prefill kernel (DEVELOPERS.md, "The prefill kernel").
+constexpr uint64_t kMaxRoutingSegments = 4;
+constexpr int64_t kMinRoutingSegmentKeys = 256;
+
 //   PrefillKernel::on: more rows than one token's decode tile.
 //   automatic: on the coopmat2 path, a whole prefill tile of rows or more,
 //     where such sequences give the prefill kernel at least a workgroup per
-//     multiprocessor. Shorter sequences leave most of its tile's rows empty,
-//     and fewer workgroups leave multiprocessors idle that the decode
-//     kernel's 16-row items would use. On the KHR path the prefill kernel is
-//     not the faster on every shape, so automatic keeps the decode kernel
-//     there. (DEVELOPERS.md, "The prefill kernel", has the measurements.)
-uint32_t prefill_route_rows(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
+//     multiprocessor, unsplit or, with an automatic split, in up to
+//     kMaxRoutingSegments segments of kMinRoutingSegmentKeys or more (the
+//     fewest that fill the GPU). Shorter sequences leave most of its tile's
+//     rows empty, and fewer workgroups leave multiprocessors idle that the
+//     decode kernel's 16-row items would use. On the KHR path the prefill
+//     kernel is not the faster on every shape, so automatic keeps the decode
+//     kernel there. (DEVELOPERS.md, "The prefill kernel", has the measurements.)
+Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
   const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
   if (p.prefill == PrefillKernel::on) {
     const uint32_t one_token = choose_tile(dev, p.head_size, gqa).bm;
-    return max_rows > one_token ? one_token + 1 : 0;
+    return {max_rows > one_token ? one_token + 1 : 0, 0};
   }
-  if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return 0;
+  if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return {};
   auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
   uint64_t workgroups = 0;
+  int64_t longest = 0;   // keys of the longest routed sequence
   if (p.seq_lens.empty()) {
     workgroups = p.num_seqs * tiles(max_rows);   // a replay plan: every sequence as long as it may be
+    longest = std::max<int64_t>(p.max_seq_len, p.max_query_len);
   } else {
-    for (uint32_t i = 0; i < p.num_seqs; ++i)
-      workgroups += tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+    for (uint32_t i = 0; i < p.num_seqs; ++i) {
+      const uint64_t t = tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+      workgroups += t;
+      if (t) longest = std::max<int64_t>(longest, p.seq_lens[i]);
+    }
   }
-  return workgroups * p.num_kv_heads >= std::max(dev.multiprocessors, 1u) ? pre.bm : 0;
+  workgroups *= p.num_kv_heads;
+  const uint64_t sms = std::max(dev.multiprocessors, 1u);
+  if (workgroups >= sms) return {pre.bm, 0};
+  if (p.split != SplitKv::automatic || workgroups == 0) return {};
+  const uint64_t segments = (sms + workgroups - 1) / workgroups;
+  const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
+  if (segments > kMaxRoutingSegments || longest / int64_t(segments) < kMinRoutingSegmentKeys ||
+      per_segment * segments > std::min(p.workspace_bytes, kMaxWorkspaceBytes))
+    return {};
+  return {pre.bm, static_cast<uint32_t>(segments)};
 }
 
 }  // namespace
@@ -185,7 +213,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   // Sequences of route_rows or more go to the prefill kernel, the others to
   // the decode kernel.
   const Tile pre = dev.prefill_kernel ? prefill_tile(dev, p.head_size) : Tile{0, 0, 0};
-  const uint32_t route_rows = pre.bm ? prefill_route_rows(dev, p, pre) : 0;
+  const Route route = pre.bm ? prefill_route(dev, p, pre) : Route{};
+  const uint32_t route_rows = route.rows;
   const bool routed = route_rows != 0;
   const uint32_t decode_rows = static_cast<uint32_t>(std::min<uint64_t>(max_rows, routed ? route_rows - 1 : 1u << 30));
   const Tile tile = choose_tile(dev, p.head_size, decode_rows);
@@ -241,7 +270,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = automatic_segments(dev.path, sms, base);
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base);
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);

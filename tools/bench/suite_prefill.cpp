@@ -49,6 +49,12 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
     add("B=" + std::to_string(B) + " ctx=" + std::to_string(c) + " q=" + std::to_string(q), 128, SeqList(B, {q, c + q}),
         {{q, 300 / n + q}, {q, 200 / n + q}});
   }
+  // One chunk too short to give the prefill kernel a workgroup per SM
+  // unsplit: the plan splits it into the few segments that do.
+  for (auto [q, c] : {std::pair<uint32_t, uint32_t>{300, 700}, {140, 2000}}) {
+    add("B=1 ctx=" + std::to_string(c / n) + " q=" + std::to_string(q / n), 128, {{q / n, (c + q) / n}},
+        {{q / n, (c / 4 + q) / n}});
+  }
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 64, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
   add("B=1 q=" + std::to_string(4096 / n) + " causal", 256, {{4096 / n, 4096 / n}}, {{400 / n, 400 / n}});
   // prefix_prefill (the new tokens' K/V from their own tensors): the issue's

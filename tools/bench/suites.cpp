@@ -15,7 +15,7 @@ const std::vector<Suite>& suites() {
        write_kv_cache_cases},
       {"decode", "paged attention decode: B 1..256 x ctx 512..32768, 32/8 heads x 128, f16 NHD cache of block 16 unless flags say otherwise; one varlen batch",
        "GB/s", [](Context& ctx, bool quick) { return decode_cases(ctx, quick, DecodeOptions{}); }},
-      {"prefill", "paged attention prefill and chunked prefill: causal 8k and 2k, 4 chunks over 4k, 8 chunks beside 64 decode rows, chunks of 128/32/8 over 2k; prefix_prefill (new K/V from tensors) B=4 ctx 4k q 512, ctx 0 q 8k, B=16 ctx 2k q 128; 32/8 heads x 128 (and one case each of 64 and 256), f16 NHD block 16 unless flags say otherwise",
+      {"prefill", "paged attention prefill and chunked prefill: causal 8k and 2k, 4 chunks over 4k, 8 chunks beside 64 decode rows, chunks of 128/32/8 over 2k, one chunk of 300 over 700 and of 140 over 2000; prefix_prefill (new K/V from tensors) B=4 ctx 4k q 512, ctx 0 q 8k, B=16 ctx 2k q 128; 32/8 heads x 128 (and one case each of 64 and 256), f16 NHD block 16 unless flags say otherwise",
        "TFLOP/s", [](Context& ctx, bool quick) { return prefill_cases(ctx, quick, DecodeOptions{}); }},
       {"sparse", "block-sparse attention (FlexAttention's contract): B=4 H=32 S=8192 x 128 f16, masks causal, sliding window 1024, 8 documents, prefix-LM 2048, random 25% of blocks, dense",
        "TFLOP/s", sparse_cases},
