@@ -120,26 +120,38 @@ void subgroup_sync() {
   controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
 }
 
-// Pieces i of this invocation's part of the K or V tile of keys [k0, k0 + BC),
+// Piece i of this invocation's part of the K or V tile of keys [k0, k0 + BC),
 // located in key_at[buf]: piece c = invocation + i * WG is 8 head dims of key
-// c / (D / 8). `src` is a constant where this is called (load_tile), so that
-// each source's loads are straight-line code.
-void load_tile_from(uint src, int k0, uint buf, bool is_value, out uvec4 raw[8]) {
-  [[unroll]] for (uint i = 0; i < 8u; ++i) {
-    raw[i] = uvec4(0);
-    const uint c = gl_LocalInvocationIndex + i * WG;
-    if (i >= PPT || c >= PIECES) continue;
-    const uint j = c / (D / 8u);
-    raw[i] = kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
-                            (c % (D / 8u)) * 8u);
+// c / (D / 8). `src` is a constant where this is called (LOAD_TILE_FROM), so
+// that each source's loads are straight-line code.
+uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
+  const uint c = gl_LocalInvocationIndex + i * WG;
+  if (i >= PPT || c >= PIECES) return uvec4(0);
+  const uint j = c / (D / 8u);
+  return kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
+                        (c % (D / 8u)) * 8u);
+}
+// The pieces of the next K and V tile are separate variables (kr0.., vr0..),
+// not arrays, for the reason SLICE_IF gives: with arrays of 8 of which 4
+// were used, the driver kept them in local memory, and every load was waited
+// for where it was issued.
+#define PIECE_IF(F, i) if (i < PPT) { F(i) }
+#define EACH_PIECE(F) PIECE_IF(F, 0) PIECE_IF(F, 1) PIECE_IF(F, 2) PIECE_IF(F, 3) PIECE_IF(F, 4) \
+  PIECE_IF(F, 5) PIECE_IF(F, 6) PIECE_IF(F, 7)
+#define LOAD_K_PIECE(i) kr##i = load_piece(l_src, l_k0, l_buf, false, i);
+#define LOAD_V_PIECE(i) vr##i = load_piece(l_src, l_k0, l_buf, true, i);
+#define LOAD_TILE_FROM(SRC, K0, BUF)   \
+  {                                    \
+    const uint l_src = SRC;            \
+    const int l_k0 = K0;               \
+    const uint l_buf = BUF;            \
+    EACH_PIECE(LOAD_K_PIECE)           \
+    EACH_PIECE(LOAD_V_PIECE)           \
   }
-}
-void load_tile(int k0, uint buf, bool is_value, out uvec4 raw[8]) {
-  const uint src = pa_key_source(g_it);
-  if (src == PA_SRC_CACHE) load_tile_from(PA_SRC_CACHE, k0, buf, is_value, raw);
-  else if (src == PA_SRC_SUFFIX) load_tile_from(PA_SRC_SUFFIX, k0, buf, is_value, raw);
-  else load_tile_from(PA_SRC_SUFFIX_NARROW, k0, buf, is_value, raw);
-}
+#define LOAD_TILE(K0, BUF)                                                                         \
+  if (kv_src == PA_SRC_CACHE) LOAD_TILE_FROM(PA_SRC_CACHE, K0, BUF)                                \
+  else if (kv_src == PA_SRC_SUFFIX) LOAD_TILE_FROM(PA_SRC_SUFFIX, K0, BUF)                         \
+  else LOAD_TILE_FROM(PA_SRC_SUFFIX_NARROW, K0, BUF)
 
 // Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].
 void locate_tile(int k0, int entry, uint buf) {
@@ -152,13 +164,12 @@ void locate_tile(int k0, int entry, uint buf) {
 }
 int tile_entry(int k0) { return gl_LocalInvocationIndex < BC ? kv_source_entry(g_it, k0 + int(gl_LocalInvocationIndex)) : -1; }
 
-void store_tile(uvec4 raw[8], uint at) {
-  [[unroll]] for (uint i = 0; i < 8u; ++i) {
-    const uint c = gl_LocalInvocationIndex + i * WG;
-    if (i >= PPT || c >= PIECES) continue;
-    kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw[i]);
-  }
+void store_piece(uvec4 raw, uint at, uint i) {
+  const uint c = gl_LocalInvocationIndex + i * WG;
+  if (i >= PPT || c >= PIECES) return;
+  kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw);
 }
+#define STORE_PIECE(i) store_piece(kr##i, 0u, i); store_piece(vr##i, V_AT, i);
 
 // Replaces the staged V tile's non-finite values by 0; returns whether this
 // invocation replaced any.
@@ -237,7 +248,9 @@ void main() {
 #endif
   bool staged_nonfinite = false;
 
-  uvec4 kraw[8], vraw[8];
+  uvec4 kr0 = uvec4(0), kr1 = kr0, kr2 = kr0, kr3 = kr0, kr4 = kr0, kr5 = kr0, kr6 = kr0, kr7 = kr0;
+  uvec4 vr0 = kr0, vr1 = kr0, vr2 = kr0, vr3 = kr0, vr4 = kr0, vr5 = kr0, vr6 = kr0, vr7 = kr0;
+  const uint kv_src = pa_key_source(g_it);
   // Tiles 0 and 1 located, tile 0 staged. In the loop, tile t + 1's loads
   // and tile t + 2's lookup are in flight while tile t computes.
   {
@@ -250,10 +263,8 @@ void main() {
   }
   barrier();
   if (num_tiles > 0) {
-    load_tile(pa_tile_key0(g_it, 0), 0u, false, kraw);
-    load_tile(pa_tile_key0(g_it, 0), 0u, true, vraw);
-    store_tile(kraw, 0u);
-    store_tile(vraw, V_AT);
+    LOAD_TILE(pa_tile_key0(g_it, 0), 0u)
+    EACH_PIECE(STORE_PIECE)
   }
   barrier();
   for (int t = 0; t < num_tiles; ++t) {
@@ -268,8 +279,7 @@ void main() {
       barrier();
     }
     if (more) {   // in flight during this tile's products
-      load_tile(k1, uint(t + 1) % 2u, false, kraw);
-      load_tile(k1, uint(t + 1) % 2u, true, vraw);
+      LOAD_TILE(k1, uint(t + 1) % 2u)
     }
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
@@ -375,8 +385,7 @@ void main() {
     if (t + 2 < num_tiles) locate_tile(k2, ahead, uint(t) % 2u);
     barrier();   // every subgroup is done with this tile
     if (more) {
-      store_tile(kraw, 0u);
-      store_tile(vraw, V_AT);
+      EACH_PIECE(STORE_PIECE)
     }
     barrier();
   }
