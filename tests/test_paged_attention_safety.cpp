@@ -248,6 +248,29 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     q.query_start_loc = qsl4;
     q.seq_lens = lens4;
     EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+    // Nor when the split would take many decodes along: `bench serve`'s
+    // step of 256 decodes and a 256-token chunk (64 prefill workgroups,
+    // 2048 decode items) stays unsplit on the decode kernel; with 64
+    // decodes (512 items, under 4 per SM) the chunk takes the prefill
+    // kernel in 3 segments.
+    for (uint32_t decodes : {256u, 64u}) {
+      std::vector<int32_t> qsl6 = {0, 256}, lens6 = {4096 + 256};
+      for (uint32_t i = 0; i < decodes; ++i) {
+        qsl6.push_back(qsl6.back() + 1);
+        lens6.push_back(4096);
+      }
+      ScheduleProblem r = p;
+      r.num_seqs = decodes + 1;
+      r.num_tokens = 256 + decodes;
+      r.max_query_len = 256;
+      r.query_start_loc = qsl6;
+      r.seq_lens = lens6;
+      r.split = SplitKv::automatic;
+      r.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+      const Schedule c = schedule_paged_attention(dev, r);
+      EXPECT_EQ(c.prefill.on, decodes == 64u) << decodes << " decodes";
+      EXPECT_EQ(c.num_segments, decodes == 64u ? 3u : 1u) << decodes << " decodes";
+    }
     // Nor when the segments would be short: 300 tokens over 300 keys (80
     // workgroups) would need 2 segments of 150 keys.
     q = p;

@@ -157,16 +157,21 @@ struct Route {
 
 // The most segments, and the fewest keys per segment of the longest routed
 // sequence, for which a split routes sequences that are too few to fill
-// the GPU to the prefill kernel (DEVELOPERS.md, "The prefill kernel").
+// the GPU to the prefill kernel, and the most decode-kernel work items per
+// multiprocessor that the split may take along: the segments split every
+// item of the plan, and a batch of many decodes loses by that more than its
+// chunk gains (DEVELOPERS.md, "The prefill kernel").
 constexpr uint64_t kMaxRoutingSegments = 4;
 constexpr int64_t kMinRoutingSegmentKeys = 256;
+constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
 
 //   PrefillKernel::on: more rows than one token's decode tile.
 //   automatic: on the coopmat2 path, a whole prefill tile of rows or more,
 //     where such sequences give the prefill kernel at least a workgroup per
 //     multiprocessor, unsplit or, with an automatic split, in up to
 //     kMaxRoutingSegments segments of kMinRoutingSegmentKeys or more (the
-//     fewest that fill the GPU). Shorter sequences leave most of its tile's
+//     fewest that fill the GPU) while the other sequences give the decode
+//     kernel fewer than kMaxRoutingDecodeItemsPerSm items per SM. Shorter sequences leave most of its tile's
 //     rows empty, and fewer workgroups leave multiprocessors idle that the
 //     decode kernel's 16-row items would use. On the KHR path the prefill
 //     kernel is not the faster on every shape, so automatic keeps the decode
@@ -181,24 +186,29 @@ Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const T
   if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return {};
   auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
   uint64_t workgroups = 0;
-  int64_t longest = 0;   // keys of the longest routed sequence
+  uint64_t decode_items = 0;   // the other sequences' 16-row tiles
+  int64_t longest = 0;         // keys of the longest routed sequence
   if (p.seq_lens.empty()) {
     workgroups = p.num_seqs * tiles(max_rows);   // a replay plan: every sequence as long as it may be
     longest = std::max<int64_t>(p.max_seq_len, p.max_query_len);
   } else {
     for (uint32_t i = 0; i < p.num_seqs; ++i) {
-      const uint64_t t = tiles(uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa);
+      const uint64_t rows = uint64_t(std::max(p.query_start_loc[i + 1] - p.query_start_loc[i], 0)) * gqa;
+      const uint64_t t = tiles(rows);
       workgroups += t;
       if (t) longest = std::max<int64_t>(longest, p.seq_lens[i]);
+      else decode_items += (rows + 15) / 16;
     }
   }
   workgroups *= p.num_kv_heads;
+  decode_items *= p.num_kv_heads;
   const uint64_t sms = std::max(dev.multiprocessors, 1u);
   if (workgroups >= sms) return {pre.bm, 0};
   if (p.split != SplitKv::automatic || workgroups == 0) return {};
   const uint64_t segments = (sms + workgroups - 1) / workgroups;
   const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
   if (segments > kMaxRoutingSegments || longest / int64_t(segments) < kMinRoutingSegmentKeys ||
+      decode_items >= kMaxRoutingDecodeItemsPerSm * sms ||
       per_segment * segments > std::min(p.workspace_bytes, kMaxWorkspaceBytes))
     return {};
   return {pre.bm, static_cast<uint32_t>(segments)};
