@@ -149,18 +149,24 @@ TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
 }
 
+// An H200's scheduling figures on the coopmat2 path (132 SMs, the prefill kernel).
+static detail::ScheduleDevice h200_coopmat2() {
+  detail::ScheduleDevice dev;
+  dev.path = Path::coopmat2;
+  dev.subgroup_size = 32;
+  dev.multiprocessors = 132;
+  dev.prefill_kernel = true;
+  dev.prefill_shared_softmax = false;
+  return dev;
+}
+
 // Routing sequences by rows (detail::schedule_paged_attention), only on a
 // matrix path with the prefill kernel: with PrefillKernel::on, sequences of
 // more rows than one token's decode tile; with automatic, on coopmat2,
 // sequences of a whole prefill tile or more where they fill the GPU.
 TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
   using namespace detail;
-  ScheduleDevice dev;
-  dev.path = Path::coopmat2;
-  dev.subgroup_size = 32;
-  dev.multiprocessors = 132;
-  dev.prefill_kernel = true;
-  dev.prefill_shared_softmax = false;
+  ScheduleDevice dev = h200_coopmat2();
   const std::vector<int32_t> qsl = {0, 300, 301, 304}, lens = {300, 1000, 900};   // 300 and 3 new tokens, one decode
   ScheduleProblem p;
   p.num_q_heads = 32;
@@ -206,83 +212,6 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);   // 4 x 10 tiles x 8 heads
     q.num_seqs = 1;
     EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);  // 80 workgroups
-  }
-  {
-    // With an automatic split, sequences too few to fill the GPU still take
-    // the prefill kernel when a few segments make up the workgroups:
-    // `bench decode`'s varlen batch (a 129- and a 64-token chunk among
-    // decodes) gives it 7 tiles x 8 heads = 56 workgroups, 168 in 3 segments.
-    const std::vector<int32_t> qsl3 = {0, 1, 6, 135, 136, 200}, lens3 = {1328, 18, 463, 4096, 2048};
-    ScheduleProblem q = p;
-    q.num_seqs = 5;
-    q.num_tokens = 200;
-    q.max_query_len = 129;
-    q.query_start_loc = qsl3;
-    q.seq_lens = lens3;
-    q.split = SplitKv::automatic;
-    q.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
-    const Schedule a = schedule_paged_attention(dev, q);
-    ASSERT_TRUE(a.prefill.on);
-    EXPECT_EQ(a.prefill.min_rows, 128u);
-    EXPECT_EQ(a.num_segments, 3u);
-    EXPECT_TRUE(a.split);
-    EXPECT_EQ(a.prefill.num_workgroups, (200u * 4u / 128u + 5u) * 8u * 3u);
-    // Not when the split is off or explicit, nor without the workspace the segments need.
-    q.split = SplitKv::off;
-    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-    q.split = SplitKv::on;
-    q.num_segments = 3;
-    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-    q.split = SplitKv::automatic;
-    q.num_segments = 0;
-    q.workspace_bytes = partial_result_bytes(200, 32, 128, 3) - 1;
-    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-    q.workspace_bytes = partial_result_bytes(200, 32, 128, 3);
-    EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);
-    // Not when it would take more than 4 segments: one 32-token chunk (128
-    // rows, 8 workgroups) over 4096 keys stays on the decode kernel.
-    const std::vector<int32_t> qsl4 = {0, 32}, lens4 = {4096};
-    q.num_seqs = 1;
-    q.num_tokens = 32;
-    q.max_query_len = 32;
-    q.query_start_loc = qsl4;
-    q.seq_lens = lens4;
-    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-    // Nor when the split would take many decodes along: `bench serve`'s
-    // step of 256 decodes and a 256-token chunk (64 prefill workgroups,
-    // 2048 decode items) stays unsplit on the decode kernel; with 64
-    // decodes (512 items, under 4 per SM) the chunk takes the prefill
-    // kernel in 3 segments.
-    for (uint32_t decodes : {256u, 64u}) {
-      std::vector<int32_t> qsl6 = {0, 256}, lens6 = {4096 + 256};
-      for (uint32_t i = 0; i < decodes; ++i) {
-        qsl6.push_back(qsl6.back() + 1);
-        lens6.push_back(4096);
-      }
-      ScheduleProblem r = p;
-      r.num_seqs = decodes + 1;
-      r.num_tokens = 256 + decodes;
-      r.max_query_len = 256;
-      r.query_start_loc = qsl6;
-      r.seq_lens = lens6;
-      r.split = SplitKv::automatic;
-      r.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
-      const Schedule c = schedule_paged_attention(dev, r);
-      EXPECT_EQ(c.prefill.on, decodes == 64u) << decodes << " decodes";
-      EXPECT_EQ(c.num_segments, decodes == 64u ? 3u : 1u) << decodes << " decodes";
-    }
-    // Nor when the segments would be short: 300 tokens over 300 keys (80
-    // workgroups) would need 2 segments of 150 keys.
-    q = p;
-    q.split = SplitKv::automatic;
-    q.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
-    EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-    // 300 new tokens after a context of 700 keys: 2 segments of 500.
-    const std::vector<int32_t> lens5 = {1000, 1000, 900};
-    q.seq_lens = lens5;
-    const Schedule b = schedule_paged_attention(dev, q);
-    ASSERT_TRUE(b.prefill.on);
-    EXPECT_EQ(b.num_segments, 2u);
   }
   p.prefill = PrefillKernel::on;
   const Schedule on = schedule_paged_attention(dev, p);
@@ -332,6 +261,81 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
       EXPECT_GE(2 * t.bn, t.bm) << "head size " << d;                        // Q's staging
       EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;       // <= 8 loads of 16 bytes per invocation
     }
+  }
+}
+
+// Routing by splitting (detail::schedule_paged_attention): with an automatic
+// split, chunks too few to give the prefill kernel a workgroup per
+// multiprocessor still take it, in the fewest segments that do (at most 4,
+// of at least 256 keys), unless the decodes the split takes along are 4 or
+// more work items per multiprocessor.
+TEST(PagedAttentionPlanRouting, ChunksTooFewToFillTheGpuTakeThePrefillKernelInSegments) {
+  using namespace detail;
+  ScheduleDevice dev = h200_coopmat2();
+  // A batch of (query_len, seq_len) sequences, 32/8 heads x 128.
+  struct Batch {
+    std::vector<int32_t> qsl{0}, lens;
+    ScheduleProblem p;
+    Batch(std::initializer_list<std::pair<int32_t, int32_t>> seqs, uint32_t decodes = 0, int32_t decode_len = 0) {
+      for (auto [q, s] : seqs) {
+        qsl.push_back(qsl.back() + q);
+        lens.push_back(s);
+        p.max_query_len = std::max<uint32_t>(p.max_query_len, q);
+      }
+      for (uint32_t i = 0; i < decodes; ++i) {
+        qsl.push_back(qsl.back() + 1);
+        lens.push_back(decode_len);
+      }
+      p.num_q_heads = 32;
+      p.num_kv_heads = 8;
+      p.head_size = 128;
+      p.num_seqs = uint32_t(lens.size());
+      p.num_tokens = uint32_t(qsl.back());
+      p.query_start_loc = qsl;
+      p.seq_lens = lens;
+      p.split = SplitKv::automatic;
+      p.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+    }
+  };
+  // `bench decode`'s varlen batch: a 129- and a 64-token chunk among decodes
+  // give the prefill kernel 7 tiles x 8 heads = 56 workgroups, 168 in 3 segments.
+  Batch varlen({{1, 1328}, {5, 18}, {129, 463}, {1, 4096}, {64, 2048}});
+  const Schedule a = schedule_paged_attention(dev, varlen.p);
+  ASSERT_TRUE(a.prefill.on);
+  EXPECT_EQ(a.prefill.min_rows, 128u);
+  EXPECT_EQ(a.num_segments, 3u);
+  EXPECT_TRUE(a.split);
+  EXPECT_EQ(a.prefill.num_workgroups, (200u * 4u / 128u + 5u) * 8u * 3u);
+  // Not when the split is off or explicit, nor without the workspace the segments need.
+  ScheduleProblem q = varlen.p;
+  q.split = SplitKv::off;
+  EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+  q.split = SplitKv::on;
+  q.num_segments = 3;
+  EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+  q = varlen.p;
+  q.workspace_bytes = partial_result_bytes(200, 32, 128, 3) - 1;
+  EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
+  q.workspace_bytes = partial_result_bytes(200, 32, 128, 3);
+  EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);
+  // Not when it would take more than 4 segments: one 32-token chunk (128
+  // rows, 8 workgroups) over 4096 keys stays on the decode kernel.
+  EXPECT_FALSE(schedule_paged_attention(dev, Batch({{32, 4096}}).p).prefill.on);
+  // Nor when the segments would be short: 300 tokens over 300 keys (80
+  // workgroups) would need 2 segments of 150 keys.
+  EXPECT_FALSE(schedule_paged_attention(dev, Batch({{300, 300}, {1, 1000}, {3, 900}}).p).prefill.on);
+  // 300 new tokens after a context of 700 keys: 2 segments of 500.
+  const Schedule b = schedule_paged_attention(dev, Batch({{300, 1000}, {1, 1000}, {3, 900}}).p);
+  ASSERT_TRUE(b.prefill.on);
+  EXPECT_EQ(b.num_segments, 2u);
+  // `bench serve`'s step of a 256-token chunk (64 prefill workgroups) beside
+  // 256 decodes (2048 decode items) stays unsplit on the decode kernel; beside
+  // 64 decodes (512 items, under 4 per SM) the chunk takes the prefill kernel
+  // in 3 segments.
+  for (uint32_t decodes : {256u, 64u}) {
+    const Schedule c = schedule_paged_attention(dev, Batch({{256, 4096 + 256}}, decodes, 4096).p);
+    EXPECT_EQ(c.prefill.on, decodes == 64u) << decodes << " decodes";
+    EXPECT_EQ(c.num_segments, decodes == 64u ? 3u : 1u) << decodes << " decodes";
   }
 }
 
