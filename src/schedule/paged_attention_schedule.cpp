@@ -171,11 +171,12 @@ constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
 //     multiprocessor, unsplit or, with an automatic split, in up to
 //     kMaxRoutingSegments segments of kMinRoutingSegmentKeys or more (the
 //     fewest that fill the GPU) while the other sequences give the decode
-//     kernel fewer than kMaxRoutingDecodeItemsPerSm items per SM. Shorter sequences leave most of its tile's
-//     rows empty, and fewer workgroups leave multiprocessors idle that the
-//     decode kernel's 16-row items would use. On the KHR path the prefill
-//     kernel is not the faster on every shape, so automatic keeps the decode
-//     kernel there. (DEVELOPERS.md, "The prefill kernel", has the measurements.)
+//     kernel fewer than kMaxRoutingDecodeItemsPerSm items per SM. Shorter
+//     sequences leave most of its tile's rows empty, and fewer workgroups
+//     leave multiprocessors idle that the decode kernel's 16-row items would
+//     use. On the KHR path the prefill kernel is not the faster on every
+//     shape, so automatic keeps the decode kernel there. (DEVELOPERS.md, "The
+//     prefill kernel", has the measurements.)
 Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
   const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
