@@ -131,10 +131,11 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   return kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
                         (c % (D / 8u)) * 8u);
 }
-// The pieces of the next K and V tile are separate variables (kr0.., vr0..),
-// not arrays, for the reason SLICE_IF gives: with arrays of 8 of which 4
-// were used, the driver kept them in local memory, and every load was waited
-// for where it was issued.
+// The pieces of the next K and V tile are separate variables of main (kr0..,
+// vr0..), not arrays, for the reason SLICE_IF gives: with arrays of 8 of
+// which 4 were used, the driver kept them in local memory, and every load was
+// waited for where it was issued (DEVELOPERS.md). LOAD_TILE(k0, buf) fills
+// them from main's kv_src (pa_key_source), STORE_PIECE stages them.
 #define PIECE_IF(F, i) if (i < PPT) { F(i) }
 #define EACH_PIECE(F) PIECE_IF(F, 0) PIECE_IF(F, 1) PIECE_IF(F, 2) PIECE_IF(F, 3) PIECE_IF(F, 4) \
   PIECE_IF(F, 5) PIECE_IF(F, 6) PIECE_IF(F, 7)
