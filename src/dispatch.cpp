@@ -97,6 +97,20 @@ void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& p, 
   vk.vkCmdDispatch(cmd, grid.x, grid.y, grid.z);
 }
 
+void record_next_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& previous, const Pipeline& p,
+                          std::span<const BufferBinding> bindings, const void* push, PushedBytes changed, Grid grid,
+                          ReportingOp op) {
+  const bool compatible = previous.set_layout == p.set_layout && previous.push_size == p.push_size &&
+                          changed.offset + changed.size <= p.push_size;
+  if (!compatible) return record_dispatch(impl, cmd, p, bindings, push, grid, op);
+  const auto& vk = impl.vk;
+  vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  if (changed.size)
+    vk.vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, changed.offset, changed.size,
+                          static_cast<const uint8_t*>(push) + changed.offset);
+  vk.vkCmdDispatch(cmd, grid.x, grid.y, grid.z);
+}
+
 void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;

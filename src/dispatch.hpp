@@ -45,6 +45,19 @@ Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op);
 void record_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& pipeline,
                      std::span<const BufferBinding> bindings, const void* push, Grid grid, ReportingOp op);
 
+// The next dispatch of the same op, recorded right after `previous` with the
+// same bindings and push constants except the bytes [offset, offset + size).
+// Where the two pipeline layouts are compatible (same set layout and push
+// range), the descriptors and constants bound for `previous` stay bound
+// across vkCmdBindPipeline, so only those bytes are pushed: on some drivers
+// a descriptor push costs as much as the dispatch. Otherwise as record_dispatch.
+struct PushedBytes {
+  uint32_t offset = 0, size = 0;
+};
+void record_next_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline& previous, const Pipeline& pipeline,
+                          std::span<const BufferBinding> bindings, const void* push, PushedBytes changed, Grid grid,
+                          ReportingOp op);
+
 // Barrier between dependent dispatches of one op.
 void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd);
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "abi/paged_attention.h"
@@ -528,19 +529,25 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.num_workgroups = static_cast<uint32_t>(check_workgroups);
   push.grid_x = cgrid.x;
   record_dispatch(impl, cmd, check, bindings, &push, cgrid, op);
+  // Every later dispatch differs from the check's only in its grid.
+  const PushedBytes grid_words{offsetof(abi::PagedAttentionPush, num_workgroups), 2 * sizeof(uint32_t)};
+  static_assert(offsetof(abi::PagedAttentionPush, grid_x) == offsetof(abi::PagedAttentionPush, num_workgroups) + 4);
+  const Pipeline* previous = &check;
   // The prefill kernel's and the decode kernel's sequences are apart: both
   // run at once, the longer first.
   if (prefill) {
     const Grid pgrid = fold_grid(impl, sch.prefill.num_workgroups, kOp);
     push.num_workgroups = static_cast<uint32_t>(sch.prefill.num_workgroups);
     push.grid_x = pgrid.x;
-    record_dispatch(impl, cmd, *prefill, bindings, &push, pgrid, op);
+    record_next_dispatch(impl, cmd, *previous, *prefill, bindings, &push, grid_words, pgrid, op);
+    previous = prefill;
   }
   if (main) {
     const Grid grid = fold_grid(impl, sch.num_workgroups, kOp);
     push.num_workgroups = static_cast<uint32_t>(sch.num_workgroups);
     push.grid_x = grid.x;
-    record_dispatch(impl, cmd, *main, bindings, &push, grid, op);
+    record_next_dispatch(impl, cmd, *previous, *main, bindings, &push, grid_words, grid, op);
+    previous = main;
   }
   if (!sch.split) return;
 
@@ -552,7 +559,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   const Grid rgrid = fold_grid(impl, (rows + per_workgroup - 1) / per_workgroup, kOp);
   push.num_workgroups = static_cast<uint32_t>(rows);
   push.grid_x = rgrid.x;
-  record_dispatch(impl, cmd, reduce, bindings, &push, rgrid, op);
+  record_next_dispatch(impl, cmd, *previous, reduce, bindings, &push, grid_words, rgrid, op);
 }
 
 template void detail::record_paged_attention(Context&, const PagedAttentionPlan&, const PagedKvCache&,
