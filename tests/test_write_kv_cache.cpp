@@ -1,6 +1,7 @@
 // write_kv_cache against the float64 reference: every cache dtype, layout,
 // input dtype and slot dtype; odd block sizes; padding; chunked caches; grids
 // folded past 65535 workgroups; descriptor-set binding; and bad input.
+#include <cmath>
 #include <cstring>
 
 #include <vkattn_ref/number_formats.hpp>
@@ -158,6 +159,58 @@ TEST_F(WriteKvCache, SameDtypeInputsAreStoredBitForBit) {
           }
       EXPECT_EQ(wrong, 0u) << dtype_name(d) << " " << layout_name(layout);
     }
+}
+
+// The fp8 encoders (number_formats.glsl) against the reference's, bit for
+// bit, from f32 inputs: every f16 value (so every fp8 subnormal, normal,
+// rounding class and saturation), every tie between adjacent fp8 values and
+// the f32 values just either side of it, f32 subnormals, infinities and NaNs.
+TEST_F(WriteKvCache, Fp8EncodingMatchesTheReferenceAtEveryTie) {
+  for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    const ref::Format format = d == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+    std::vector<float> x;
+    for (uint32_t h = 0; h < 65536; ++h) x.push_back(static_cast<float>(ref::f16_to_double(static_cast<uint16_t>(h))));
+    for (uint32_t code = 0; code < 127; ++code) {   // positive codes and the next one up
+      const double lo = ref::decode(format, code), hi = ref::decode(format, code + 1);
+      if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
+      const float tie = static_cast<float>((lo + hi) / 2);   // exact: fp8 ties have few bits
+      for (float t : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)}) {
+        x.push_back(t);
+        x.push_back(-t);
+      }
+    }
+    for (float t : {1e-45f, 1e-40f, 1.17549421e-38f, 1e30f, 3.4028235e38f, INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f})
+      x.push_back(t);
+    const uint32_t D = 128, bs = 16, n = static_cast<uint32_t>((x.size() + D - 1) / D);
+    x.resize(size_t(n) * D, 0.5f);
+    std::vector<float> v(x.size());
+    for (size_t i = 0; i < x.size(); ++i) v[i] = x[x.size() - 1 - i];   // V reversed: each value through both paths
+    KvCacheConfig cfg{.num_blocks = (n + bs - 1) / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = d,
+                      .layout = KvLayout::nhd};
+    PagedKvCache cache(ctx(), cfg);
+    std::vector<int64_t> slots(n);
+    for (uint32_t t = 0; t < n; ++t) slots[t] = t;
+    Buffer kb(ctx(), x.size() * 4), vb(ctx(), v.size() * 4), sb(ctx(), n * 8);
+    kb.upload(x.data(), x.size() * 4);
+    vb.upload(v.data(), v.size() * 4);
+    sb.upload(slots.data(), n * 8);
+    write_kv_cache(ctx(), cache, TensorView::contiguous(kb, DType::f32, {n, 1, D}), TensorView::contiguous(vb, DType::f32, {n, 1, D}),
+                   TensorView::contiguous(sb, DType::i64, {n}));
+    const auto got_k = cache.read_blocks(KvPart::key, 0, cfg.num_blocks);
+    const auto got_v = cache.read_blocks(KvPart::value, 0, cfg.num_blocks);
+    size_t wrong = 0;
+    for (uint32_t t = 0; t < n; ++t)
+      for (uint32_t e = 0; e < D; ++e) {
+        const size_t i = size_t(t) * D + e;
+        const uint64_t at_k = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::key, t % bs, 0, e);
+        const uint64_t at_v = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::value, t % bs, 0, e);
+        const uint32_t want_k = ref::encode(format, x[i]), want_v = ref::encode(format, v[i]);
+        if ((got_k[at_k] != want_k || got_v[at_v] != want_v) && wrong++ < 5)
+          ADD_FAILURE() << dtype_name(d) << ": " << x[i] << " / " << v[i] << " stored as 0x" << std::hex << int(got_k[at_k]) << " / 0x"
+                        << int(got_v[at_v]) << ", the reference's 0x" << want_k << " / 0x" << want_v << std::dec;
+      }
+    EXPECT_EQ(wrong, 0u) << dtype_name(d) << ", " << x.size() << " values";
+  }
 }
 
 TEST_F(WriteKvCache, EveryTokenPaddingWritesNothing) {

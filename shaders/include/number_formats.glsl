@@ -109,7 +109,25 @@ void vka_decode_16bit8(uvec4 w, bool bf16, out float x[8]) {
   }
 }
 
-uint vka_f32_to_e4m3(float x) { return vka_nf_encode(x, 4, 3, 7, 0x7Eu, 0x7Fu); }
+// f32 to an fp8 format (mbits mantissa bits, exponent bias `bias`): the
+// same bits as vka_nf_encode (round to nearest even, saturating to max_bits,
+// infinities too; NaN to nan_bits) in about half the instructions, which
+// bound write_kv_cache into an fp8 cache. A test checks it against the
+// reference at every tie (test_write_kv_cache.cpp). Normals round by integer carry into the
+// exponent field; values below the smallest normal 2^(1 - bias) are a whole
+// number of quanta 2^(1 - bias - mbits), scaled exactly and rounded by roundEven.
+uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) {
+  const uint b = floatBitsToUint(x), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
+  const uint s = uint(23 - mbits);
+  const uint r = a + ((1u << (s - 1u)) - 1u) + ((a >> s) & 1u);
+  const uint normal = min((r >> s) - (uint(127 - bias) << uint(mbits)), max_bits);
+  const float quanta = uintBitsToFloat(uint(127 + bias - 1 + mbits) << 23);   // 2^(bias - 1 + mbits)
+  const uint subnormal = uint(roundEven(uintBitsToFloat(a) * quanta));
+  const uint code = a < (uint(128 - bias) << 23) ? subnormal : normal;
+  return sign | (a > 0x7F800000u ? nan_bits : code);
+}
+
+uint vka_f32_to_e4m3(float x) { return vka_f32_to_fp8(x, 3, 7, 0x7Eu, 0x7Fu); }
 // The fp8 decoders run on every element of an fp8 cache in the attention
 // kernels' key loops: selects, no branches (vka_nf_decode's, data-dependent,
 // diverge there). Subnormals are man * 2^(1 - bias - mbits), computed in f32
@@ -122,7 +140,7 @@ float vka_e4m3_to_f32(uint bits) {
   return uintBitsToFloat(sign | (mag == 0x7Fu ? 0x7FC00000u : ex != 0u ? normal : subnormal));
 }
 
-uint vka_f32_to_e5m2(float x) { return vka_nf_encode(x, 5, 2, 15, 0x7Bu, 0x7Eu); }
+uint vka_f32_to_e5m2(float x) { return vka_f32_to_fp8(x, 2, 15, 0x7Bu, 0x7Eu); }
 float vka_e5m2_to_f32(uint bits) {
   const uint mag = bits & 0x7Fu, sign = (bits & 0x80u) << 24;
   const uint ex = mag >> 2, man = mag & 3u;
