@@ -22,10 +22,11 @@ ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
 uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
 #endif
 
-// Eight cache values as pa_load_raw8 read them, as eight ELEMs (unscaled):
-// f16 and bf16 bits go through unchanged (the cache's type is the element
-// type); e5m2 is f16's top byte, so into f16 it is four byte shifts; other
-// fp8 values are decoded.
+// Eight cache values as pa_load_raw8 read them, as eight ELEMs: f16 and bf16
+// bits go through unchanged (the cache's type is the element type); e5m2 is
+// f16's top byte, so into f16 it is four byte shifts; e4m3 into f16 is shifts
+// too, giving value * 2^-8 (PA_STAGED_FP8_FACTOR undoes it); other fp8 values
+// are decoded.
 uvec4 elem8_from_raw(uvec4 raw) {
   uvec4 h = raw;
   if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2 && !ELEM_IS_BF16) {
@@ -33,6 +34,21 @@ uvec4 elem8_from_raw(uvec4 raw) {
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
       h[2u * w] = ((raw[w] & 0xFFu) << 8) | ((raw[w] & 0xFF00u) << 16);
       h[2u * w + 1u] = ((raw[w] >> 8) & 0xFF00u) | (raw[w] & 0xFF000000u);
+    }
+  } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 && !ELEM_IS_BF16) {
+    // e4m3 s.eeee.mmm (bias 7) shifted to f16's s.eeeee.mmmmmmmmmm (bias 15)
+    // with the exponent field's top bit 0 is value * 2^-8, subnormals
+    // included (they become f16 normals or subnormals, exactly). The NaN
+    // codes (low 7 bits all ones) would land on 1.875: their exponent field
+    // is filled. Byte i of a word becomes half i % 2 of word i / 2.
+    [[unroll]] for (uint w = 0; w < 2u; ++w) {
+      const uint x = raw[w];
+      const uint nan = ((x & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;   // bit 7 of each NaN byte
+      const uint lo = x & 0xFFFFu, hi = x >> 16;
+      h[2u * w] = ((lo & 0x7Fu) << 7) | ((lo & 0x80u) << 8) | ((lo & 0x7F00u) << 15) | ((lo & 0x8000u) << 16) |
+                  ((((nan & 0x80u) >> 7) | ((nan & 0x8000u) << 1)) * 0x7E00u);
+      h[2u * w + 1u] = ((hi & 0x7Fu) << 7) | ((hi & 0x80u) << 8) | ((hi & 0x7F00u) << 15) | ((hi & 0x8000u) << 16) |
+                       ((((nan & 0x800000u) >> 23) | ((nan & 0x80000000u) >> 15)) * 0x7E00u);
     }
   } else if (PA_FP8_CACHE) {
     float x[8];

@@ -287,10 +287,19 @@ void pa_decode_key8(bool suffix, uvec4 w, float fp8_scale, out float x[8]) {
   pa_decode_raw8(w, fp8_scale, x);
 }
 
-// The factors an item's scores and values take: the softmax scale, and an fp8
-// cache's k_scale and v_scale (the suffix's keys have none).
-float pa_score_scale(PaItem it) { return pc.scale * (PA_FP8_CACHE && !pa_suffix_item(it) ? pc.k_scale : 1.0); }
-float pa_value_scale(PaItem it) { return PA_FP8_CACHE && !pa_suffix_item(it) ? pc.v_scale : 1.0; }
+// The matrix kernels' f16 modules stage an e4m3 cache's values as value *
+// 2^-8 (matrix_element.glsl: f16 bits by shifts, exact); their scales undo it.
+#if PA_MATRIX_BF16
+const float PA_STAGED_FP8_FACTOR = 1.0;
+#else
+const float PA_STAGED_FP8_FACTOR = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? 256.0 : 1.0;
+#endif
+
+// The factors an item's scores and values take in the matrix kernels: the
+// softmax scale, and an fp8 cache's k_scale and v_scale (the suffix's keys
+// have none).
+float pa_score_scale(PaItem it) { return pc.scale * (PA_FP8_CACHE && !pa_suffix_item(it) ? pc.k_scale * PA_STAGED_FP8_FACTOR : 1.0); }
+float pa_value_scale(PaItem it) { return PA_FP8_CACHE && !pa_suffix_item(it) ? pc.v_scale * PA_STAGED_FP8_FACTOR : 1.0; }
 
 // Logit of score s (scale * q.k) for local row r at q_pos and key k_pos:
 // softcap, masks and biases as configured (attention_logits.glsl).
