@@ -36,19 +36,19 @@ uvec4 elem8_from_raw(uvec4 raw) {
       h[2u * w + 1u] = ((raw[w] >> 8) & 0xFF00u) | (raw[w] & 0xFF000000u);
     }
   } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 && !ELEM_IS_BF16) {
-    // e4m3 s.eeee.mmm (bias 7) shifted to f16's s.eeeee.mmmmmmmmmm (bias 15)
-    // with the exponent field's top bit 0 is value * 2^-8, subnormals
-    // included (they become f16 normals or subnormals, exactly). The NaN
-    // codes (low 7 bits all ones) would land on 1.875: their exponent field
-    // is filled. Byte i of a word becomes half i % 2 of word i / 2.
+    // e4m3 s.eeee.mmm (bias 7) at bits 7-14 of an f16 s.eeeee.mmmmmmmmmm
+    // (bias 15), the exponent field's top bit 0, is value * 2^-8, subnormals
+    // included (they become f16 normals or subnormals, exactly). Per byte b
+    // in a 16-bit lane: b + (b & 0x80) moves the sign up a bit (bit 7 is
+    // then 0), and bit 7 set where b's low 7 bits are all ones (a NaN code,
+    // which would land on 1.875) becomes the exponent's top bit: a NaN.
+    // Bytes 0 and 1 of a word go to lanes 0 and 1 of one pair, 2 and 3 of the next.
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
       const uint x = raw[w];
-      const uint nan = ((x & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;   // bit 7 of each NaN byte
-      const uint lo = x & 0xFFFFu, hi = x >> 16;
-      h[2u * w] = ((lo & 0x7Fu) << 7) | ((lo & 0x80u) << 8) | ((lo & 0x7F00u) << 15) | ((lo & 0x8000u) << 16) |
-                  ((((nan & 0x80u) >> 7) | ((nan & 0x8000u) << 1)) * 0x7E00u);
-      h[2u * w + 1u] = ((hi & 0x7Fu) << 7) | ((hi & 0x80u) << 8) | ((hi & 0x7F00u) << 15) | ((hi & 0x8000u) << 16) |
-                       ((((nan & 0x800000u) >> 23) | ((nan & 0x80000000u) >> 15)) * 0x7E00u);
+      [[unroll]] for (uint p = 0; p < 2u; ++p) {
+        const uint t = ((x >> (16u * p)) & 0xFFu) | ((x >> (16u * p)) & 0xFF00u) << 8;
+        h[2u * w + p] = ((t + (t & 0x00800080u)) | (((t & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
+      }
     }
   } else if (PA_FP8_CACHE) {
     float x[8];
