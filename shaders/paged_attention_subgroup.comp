@@ -63,13 +63,21 @@ const uint CPL_MAX = 16u;
 
 // A 16-key tile that starts at a multiple of 16 lies in one block.
 const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
-// 8-element pieces of a K or V tile each lane loads. The next tile's pieces
+// Pieces of a K or V tile each lane loads (8 elements; 16 for fp8, below). The next tile's pieces
 // are loaded a phase ahead when they fit 8 registers of 16 bytes for K and 8
 // for V (head_size <= 128 with 32 lanes): 64 registers (168 in all on an
 // H200). Measured there, more subgroups per SM beat a deeper prefetch: K
 // loaded a phase earlier (188 registers) or two tiles ahead (a load-only
 // build: 194 registers, 80% of copy against 86% at 100 registers) were slower.
-const uint PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
+// An fp8 cache's pieces are 16 elements, one 16-byte load each (8 elements
+// were an 8-byte load: as many load instructions as f16 for half the bytes),
+// except where the V dims of a key lie apart (split layout) and in modules
+// with prefix prefill's 16-bit new tokens as a key source.
+const bool WIDE = PA_FP8_CACHE && PA_LAYOUT != KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
+const uint PIECE = WIDE ? 16u : 8u;                 // elements per loaded piece
+const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
+const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
+const uint STAGED_PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;   // 8-element staged pieces
 const bool PREFETCH = PPL <= 8u;
 
 // Transposed products, so that the rows are the matrices' N (8 or 16: the
@@ -145,7 +153,7 @@ int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
 }
 
 // Loads pieces first + i (i < 8) of this lane of the K or V tile of keys
-// [k0, k0 + 16), raw: piece number p of a lane is 8-element piece
+// [k0, k0 + 16), raw: piece number p of a lane is PIECE-element piece
 // lane + p * SG of the row-major [16][head_size] tile. Zero past the sequence.
 // entry: the tile's block-table entry (ALIGNED; tile_entry). src
 // (pa_key_source) is a constant where this is called (load_pieces).
@@ -155,15 +163,16 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
-    const uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;
+    const uint j = c / (D / PIECE), d = (c % (D / PIECE)) * PIECE;
     const int k_pos = k0 + int(j);
-    if (first + i >= PPL || c >= 2u * D || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
+    if (first + i >= PPL || c >= TILE_PIECES || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
     if (src != PA_SRC_CACHE) {   // prefix prefill's new tokens: no block
       raw[i] = pa_suffix_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, pa_suffix_row(it, is_value, k_pos) + d);
       continue;
     }
     if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
-    raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
+    raw[i] = WIDE ? pa_load_raw16_fp8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d)
+                  : pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
 }
 void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
@@ -177,8 +186,14 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
 void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
-    if (first + i >= PPL || c >= 2u * D) continue;
-    stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
+    if (first + i >= PPL || c >= TILE_PIECES) continue;
+    if (WIDE) {   // 16 fp8 values: two staged pieces
+      const uint at = warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4 + (c % (D / 16u)) * 2u;
+      stage[at] = elem8_from_raw(uvec4(raw[i].xy, 0u, 0u));
+      stage[at + 1u] = elem8_from_raw(uvec4(raw[i].zw, 0u, 0u));
+    } else {
+      stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
+    }
   }
 }
 
@@ -187,7 +202,7 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
 // only: the same test in store_pieces slowed every tile's loop.
 bool zero_staged_nonfinite(uint warp) {
   bool any_replaced = false;
-  for (uint i = 0; i < PPL; ++i) {
+  for (uint i = 0; i < STAGED_PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
     const uint at = warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);

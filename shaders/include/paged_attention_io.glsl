@@ -248,6 +248,14 @@ uvec4 pa_load_raw8(uint64_t block, bool is_value, uint t, uint h, uint d) {
   return Kv16x8(a).v;
 }
 
+// Raw bits of sixteen consecutive fp8 head dims (d a multiple of 16) of key
+// slot t of a block: one 16-byte load, in every layout but split V (whose
+// dims lie block_size apart; split K keeps 16 together).
+uvec4 pa_load_raw16_fp8(uint64_t block, bool is_value, uint t, uint h, uint d) {
+  const uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u);
+  return Kv16x8(block + uint64_t(e)).v;
+}
+
 // The eight values of pa_load_raw8's word, fp8 values times `fp8_scale`.
 void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
   if (PA_FP8_CACHE) {
