@@ -69,8 +69,14 @@ void load8(bool is_value, uint index, out float x[8]) {
     } else {
       uvec4 q = is_value ? value_vec[index / 8u] : key_vec[index / 8u];
       [[unroll]] for (uint i = 0; i < 4u; ++i) {
-        x[2u * i] = half_word(q[i] & 0xFFFFu);
-        x[2u * i + 1u] = half_word(q[i] >> 16);
+        if (WKV_INPUT_DTYPE == DTYPE_F16) {   // a pair per conversion
+          const vec2 f = unpackHalf2x16(q[i]);
+          x[2u * i] = f.x;
+          x[2u * i + 1u] = f.y;
+        } else {
+          x[2u * i] = half_word(q[i] & 0xFFFFu);
+          x[2u * i + 1u] = half_word(q[i] >> 16);
+        }
       }
     }
     return;
