@@ -164,10 +164,12 @@ TEST_F(WriteKvCache, SameDtypeInputsAreStoredBitForBit) {
 // The fp8 encoders (number_formats.glsl) against the reference's, bit for
 // bit, from f32 inputs: every f16 value (so every fp8 subnormal, normal,
 // rounding class and saturation), every tie between adjacent fp8 values and
-// the f32 values just either side of it, f32 subnormals, infinities and NaNs.
+// the f32 values just either side of it, f32 subnormals, infinities and NaNs
+// (any NaN code for a NaN).
 TEST_F(WriteKvCache, Fp8EncodingMatchesTheReferenceAtEveryTie) {
   for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2}) {
     const ref::Format format = d == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+    auto is_nan = [&](uint32_t code) { return std::isnan(ref::decode(format, code)); };
     std::vector<float> x;
     for (uint32_t h = 0; h < 65536; ++h) x.push_back(static_cast<float>(ref::f16_to_double(static_cast<uint16_t>(h))));
     for (uint32_t code = 0; code < 127; ++code) {   // positive codes and the next one up
@@ -205,7 +207,10 @@ TEST_F(WriteKvCache, Fp8EncodingMatchesTheReferenceAtEveryTie) {
         const uint64_t at_k = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::key, t % bs, 0, e);
         const uint64_t at_v = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::value, t % bs, 0, e);
         const uint32_t want_k = ref::encode(format, x[i]), want_v = ref::encode(format, v[i]);
-        if ((got_k[at_k] != want_k || got_v[at_v] != want_v) && wrong++ < 5)
+        // A NaN's sign after arithmetic (the kernel's x * inv_scale) is
+        // unspecified: the H200 returns the positive canonical NaN.
+        auto same = [&](uint32_t got, uint32_t want) { return got == want || (is_nan(got) && is_nan(want)); };
+        if ((!same(got_k[at_k], want_k) || !same(got_v[at_v], want_v)) && wrong++ < 5)
           ADD_FAILURE() << dtype_name(d) << ": " << x[i] << " / " << v[i] << " stored as 0x" << std::hex << int(got_k[at_k]) << " / 0x"
                         << int(got_v[at_v]) << ", the reference's 0x" << want_k << " / 0x" << want_v << std::dec;
       }
