@@ -1,9 +1,10 @@
 #version 460
 // write_kv_cache (vLLM's reshape_and_cache): one workgroup per token. Each
-// invocation takes 8 consecutive elements of one head (head_size is a multiple
-// of 16), loads them as 16-byte words when the inputs allow, converts them to
-// the cache dtype and stores them with one 16-byte (f16/bf16) or 8-byte (fp8)
-// store wherever the layout keeps them contiguous (every layout but split V).
+// invocation takes 8 consecutive elements of one head (16 into an fp8 cache:
+// WKV_PIECE_ELEMENTS; head_size is a multiple of 16), loads them as 16-byte
+// words when the inputs allow, converts them to the cache dtype and stores
+// them with one 16-byte store wherever the layout keeps them contiguous
+// (every layout but split V).
 // An f16 or bf16 cache written from inputs of its own dtype takes the bits
 // as they are: no conversion (the conversions' instructions, not memory, had
 // bounded the kernel there).
@@ -87,6 +88,18 @@ void load8(bool is_value, uint index, out float x[8]) {
   }
 }
 
+// Stores 16 encoded fp8 elements (one 16-byte store where contiguous, as
+// store8 otherwise).
+void store16_fp8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint code[16]) {
+  if (contiguous) {
+    uvec4 w = uvec4(0);
+    [[unroll]] for (uint i = 0; i < 16u; ++i) w[i / 4u] |= code[i] << (8u * (i % 4u));
+    Cache16x8(address).v = w;
+    return;
+  }
+  [[unroll]] for (uint i = 0; i < 16u; ++i) Cache8(address + i * stride_bytes).v = uint8_t(code[i]);
+}
+
 // Stores 8 encoded elements; `contiguous`: element i lives at `address + i * ESIZE`,
 // otherwise at `address + i * stride_bytes`.
 void store8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint code[8]) {
@@ -137,11 +150,29 @@ void main() {
   const bool v_contiguous = WKV_LAYOUT != KV_LAYOUT_SPLIT;
   const uint64_t v_stride = uint64_t(WKV_BLOCK_SIZE) * ESIZE;
 
-  for (uint i = gl_LocalInvocationIndex; i < WKV_NUM_KV_HEADS * WKV_HEAD_SIZE / 8u; i += WKV_WORKGROUP_SIZE) {
-    const uint h = (i * 8u) / WKV_HEAD_SIZE;
-    const uint d = (i * 8u) % WKV_HEAD_SIZE;
+  const uint PIECE = WKV_PIECE_ELEMENTS(FP8_CACHE);
+  for (uint i = gl_LocalInvocationIndex; i < WKV_NUM_KV_HEADS * WKV_HEAD_SIZE / PIECE; i += WKV_WORKGROUP_SIZE) {
+    const uint h = (i * PIECE) / WKV_HEAD_SIZE;
+    const uint d = (i * PIECE) % WKV_HEAD_SIZE;
     const uint k_at = pc.key_offset + token * pc.key_token_stride + h * pc.key_head_stride + d;
     const uint v_at = pc.value_offset + token * pc.value_token_stride + h * pc.value_head_stride + d;
+    const uint ke = vka_kv_element_in_block(WKV_LAYOUT, false, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
+    const uint ve = vka_kv_element_in_block(WKV_LAYOUT, true, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
+    if (FP8_CACHE) {
+      uint kc[16], vc[16];
+      [[unroll]] for (uint half8 = 0; half8 < 2u; ++half8) {
+        float k[8], v[8];
+        load8(false, k_at + 8u * half8, k);
+        load8(true, v_at + 8u * half8, v);
+        [[unroll]] for (uint j = 0; j < 8u; ++j) {
+          kc[8u * half8 + j] = vka_encode(WKV_CACHE_DTYPE, k[j] * pc.k_inv_scale);
+          vc[8u * half8 + j] = vka_encode(WKV_CACHE_DTYPE, v[j] * pc.v_inv_scale);
+        }
+      }
+      store16_fp8(k_block + uint64_t(ke), true, 0, kc);
+      store16_fp8(v_block + uint64_t(ve), v_contiguous, v_stride, vc);
+      continue;
+    }
     uint kc[8], vc[8];
     if (SAME_DTYPE) {
       const uvec4 kb = load8_bits(false, k_at), vb = load8_bits(true, v_at);
@@ -154,12 +185,10 @@ void main() {
       load8(false, k_at, k);
       load8(true, v_at, v);
       [[unroll]] for (uint j = 0; j < 8u; ++j) {
-        kc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? k[j] * pc.k_inv_scale : k[j]);
-        vc[j] = vka_encode(WKV_CACHE_DTYPE, FP8_CACHE ? v[j] * pc.v_inv_scale : v[j]);
+        kc[j] = vka_encode(WKV_CACHE_DTYPE, k[j]);
+        vc[j] = vka_encode(WKV_CACHE_DTYPE, v[j]);
       }
     }
-    uint ke = vka_kv_element_in_block(WKV_LAYOUT, false, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
-    uint ve = vka_kv_element_in_block(WKV_LAYOUT, true, t, h, d, WKV_BLOCK_SIZE, WKV_NUM_KV_HEADS, WKV_HEAD_SIZE, x);
     store8(k_block + uint64_t(ke) * ESIZE, true, 0, kc);
     store8(v_block + uint64_t(ve) * ESIZE, v_contiguous, v_stride, vc);
   }

@@ -25,7 +25,8 @@ const Pipeline& pipeline(ContextImpl& impl, Path path, const KvCacheConfig& c, D
   spec.WKV_CACHE_DTYPE = static_cast<uint32_t>(c.dtype);
   spec.WKV_INPUT_DTYPE = static_cast<uint32_t>(input);
   spec.WKV_SLOT_DTYPE = static_cast<uint32_t>(slots);
-  const uint32_t groups = c.num_kv_heads * c.head_size / 8;   // invocations' worth of work per token
+  const bool fp8 = c.dtype == DType::fp8_e4m3 || c.dtype == DType::fp8_e5m2;
+  const uint32_t groups = c.num_kv_heads * c.head_size / WKV_PIECE_ELEMENTS(fp8);   // invocations' worth of work per token
   spec.WKV_WORKGROUP_SIZE = groups >= 128 ? 128 : groups >= 64 ? 64 : 32;
   spec.WKV_VECTOR_LOADS = vector_loads ? 1 : 0;
   return impl.pipelines->get({kOp, path, spec_words(spec), 4, sizeof(WriteKvCachePush)});

@@ -17,6 +17,10 @@
   X(7, WKV_WORKGROUP_SIZE, 128)  \
   X(8, WKV_VECTOR_LOADS, 0)
 
+// Elements an invocation takes per step: 16 into an fp8 cache (a 16-byte
+// store; two 8-element input loads), 8 otherwise. head_size is a multiple of 16.
+#define WKV_PIECE_ELEMENTS(FP8_CACHE) ((FP8_CACHE) ? 16u : 8u)
+
 // Push constants: per-call sizes, offsets (in elements) and strides.
 #define WRITE_KV_CACHE_PUSH(X)             \
   X(uint64_t, chunk_table_address)         \
