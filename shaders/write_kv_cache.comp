@@ -33,7 +33,6 @@ layout(set = 0, binding = 2, std430) readonly buffer ValueVec { uvec4 value_vec[
 layout(set = 0, binding = 3, std430) readonly buffer Slots { int slot_words[]; };
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Cache16x8 { uvec4 v; };
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer Cache8x8 { uvec2 v; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Cache16 { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer Cache8 { uint8_t v; };
 
@@ -100,25 +99,16 @@ void store16_fp8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint 
   [[unroll]] for (uint i = 0; i < 16u; ++i) Cache8(address + i * stride_bytes).v = uint8_t(code[i]);
 }
 
-// Stores 8 encoded elements; `contiguous`: element i lives at `address + i * ESIZE`,
-// otherwise at `address + i * stride_bytes`.
+// Stores 8 encoded 16-bit elements (caches other than fp8); `contiguous`:
+// element i lives at `address + 2 * i`, otherwise at `address + i * stride_bytes`.
 void store8(uint64_t address, bool contiguous, uint64_t stride_bytes, uint code[8]) {
   if (contiguous) {
-    if (FP8_CACHE) {
-      uvec2 w = uvec2(0);
-      [[unroll]] for (uint i = 0; i < 8u; ++i) w[i / 4u] |= code[i] << (8u * (i % 4u));
-      Cache8x8(address).v = w;
-    } else {
-      uvec4 w;
-      [[unroll]] for (uint i = 0; i < 4u; ++i) w[i] = code[2u * i] | (code[2u * i + 1u] << 16);
-      Cache16x8(address).v = w;
-    }
+    uvec4 w;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) w[i] = code[2u * i] | (code[2u * i + 1u] << 16);
+    Cache16x8(address).v = w;
     return;
   }
-  [[unroll]] for (uint i = 0; i < 8u; ++i) {
-    if (FP8_CACHE) Cache8(address + i * stride_bytes).v = uint8_t(code[i]);
-    else Cache16(address + i * stride_bytes).v = uint16_t(code[i]);
-  }
+  [[unroll]] for (uint i = 0; i < 8u; ++i) Cache16(address + i * stride_bytes).v = uint16_t(code[i]);
 }
 
 void main() {
