@@ -63,10 +63,10 @@ const uint CPL_MAX = 16u;
 
 // A 16-key tile that starts at a multiple of 16 lies in one block.
 const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
-// Pieces of a K or V tile each lane loads (8 elements; 16 for fp8, below). The next tile's pieces
-// are loaded a phase ahead when they fit 8 registers of 16 bytes for K and 8
-// for V (head_size <= 128 with 32 lanes): 64 registers (168 in all on an
-// H200). Measured there, more subgroups per SM beat a deeper prefetch: K
+// Pieces of a K or V tile each lane loads (8 elements; 16 for fp8, below).
+// The next tile's pieces are loaded a phase ahead when they fit 8 registers
+// of 16 bytes for K and 8 for V (head_size <= 128 with 32 lanes): 64
+// registers (168 in all on an H200). Measured there, more subgroups per SM beat a deeper prefetch: K
 // loaded a phase earlier (188 registers) or two tiles ahead (a load-only
 // build: 194 registers, 80% of copy against 86% at 100 registers) were slower.
 // An fp8 cache's pieces are 16 elements, one 16-byte load each (8 elements

@@ -113,9 +113,10 @@ void vka_decode_16bit8(uvec4 w, bool bf16, out float x[8]) {
 // same bits as vka_nf_encode (round to nearest even, saturating to max_bits,
 // infinities too; NaN to nan_bits) in about half the instructions, which
 // bound write_kv_cache into an fp8 cache. A test checks it against the
-// reference at every tie (test_write_kv_cache.cpp). Normals round by integer carry into the
-// exponent field; values below the smallest normal 2^(1 - bias) are a whole
-// number of quanta 2^(1 - bias - mbits), scaled exactly and rounded by roundEven.
+// reference at every tie (test_write_kv_cache.cpp). Normals round by integer
+// carry into the exponent field; values below the smallest normal
+// 2^(1 - bias) are a whole number of quanta 2^(1 - bias - mbits), scaled
+// exactly and rounded by roundEven.
 uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) {
   const uint b = floatBitsToUint(x), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
   const uint s = uint(23 - mbits);
