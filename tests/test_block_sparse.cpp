@@ -403,6 +403,102 @@ TEST_F(BlockSparseSmall, CustomModsAndTheirBuffersAreCheckedByName) {
   EXPECT_VKATTN_ERROR(register_block_sparse_variant("Bad-Name", {}, {}), "lowercase");
 }
 
+// What an adversarial pass found: sizes that narrowed into "the same as q's"
+// or wrapped in 32 bits, values ignored for mods that are off, and custom
+// buffers that no check kept apart from the outputs.
+TEST_F(BlockSparseSmall, ShapesAndOffsetsAreCheckedBeforeTheyNarrow) {
+  auto strided = [&](std::vector<int64_t> shape, VkDeviceSize offset) {
+    TensorView t = TensorView::contiguous(qkv_, DType::f16, {1}, offset);
+    t.shape = std::move(shape);
+    t.strides = {H * L * D, L * D, D, 1};
+    return t;
+  };
+  {
+    auto a = a_;   // V and out of head size 0 with explicit strides: no "same as q's"
+    a.v = strided({B, H, L, 0}, 2 * B * H * L * D * 2);
+    a.out = strided({B, H, L, 0}, 3 * B * H * L * D * 2);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "V's head size 0", "multiple of 16 up to 256");
+  }
+  {
+    auto a = a_;
+    a.q = strided({B, H, L, -32}, 0);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "head size -32", "multiple of 16 up to 256");
+  }
+  {
+    auto a = a_;
+    a.q = strided({B, (int64_t(1) << 32) + H, 0, D}, 0);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "4294967298 heads", "at most 65535");
+  }
+  // q_pos = q_idx + q_offset and q_pos - kv_idx must fit 32 bits.
+  for (int64_t off : {int64_t(INT32_MAX) - 1, int64_t(INT32_MIN) + L - 1}) {
+    auto a = a_;
+    a.q_offset = static_cast<int32_t>(off);
+    const std::string said = "q_offset = " + std::to_string(off);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), said.c_str(), "outside 32 bits");
+    BlockMaskBuild b;
+    b.mods.all = kMaskCausal;
+    b.q_len = b.kv_len = L;
+    b.mask = a_.mask;
+    b.q_offset = a.q_offset;
+    EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "outside 32 bits");
+  }
+  {
+    auto a = a_;   // the extremes that still fit run
+    a.q_offset = INT32_MAX - int32_t(L - 1);
+    block_sparse_attention(ctx(), a);
+    a.q_offset = INT32_MIN + int32_t(L);
+    block_sparse_attention(ctx(), a);
+  }
+}
+
+TEST_F(BlockSparseSmall, ValuesOfModsThatAreOffAreRefused) {
+  auto a = a_;   // causal only
+  a.values.window = 5;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "values.window = 5 is given but kMaskWindow is off");
+  a.values.window = 0;
+  a.values.prefix_len = 5;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "values.prefix_len = 5 is given but kMaskPrefix is off");
+  a.values.prefix_len = 0;
+  a.values.softcap = 1e-30f;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "values.softcap = 1e-30 is given but kScoreSoftcap is off");
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = b.kv_len = L;
+  b.mask = a_.mask;
+  b.values.window = 3;
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "kMaskWindow is off");
+  BlockSparseMods bad;
+  bad.all = 0xFF;
+  EXPECT_VKATTN_ERROR(prepare_build_block_mask(ctx(), std::span<const BlockSparseMods>(&bad, 1)), "prepare_build_block_mask:",
+                      "unknown bits");
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = 40;
+  EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1)),
+                      "prepare_block_sparse_attention:", "head size 40");
+}
+
+TEST_F(BlockSparseSmall, CustomBuffersAreNamedOnceAndKeptApartFromOutputs) {
+  Buffer w(ctx(), 256), sh(ctx(), 256);
+  auto a = a_;
+  a.custom_mods = "test_stripes";
+  const TensorView weights = TensorView::contiguous(w, DType::f32, {L}), shifts = TensorView::contiguous(sh, DType::i32, {H});
+  a.custom_buffers = {{"key_weight", weights}, {"head_shift", shifts}, {"key_weight", weights}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom_buffers names 'key_weight' twice");
+  // key_weight over out's bytes: the kernel would read what it writes.
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(qkv_, DType::f32, {L}, 3 * B * H * L * D * 2)}, {"head_shift", shifts}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "out", "overlaps key_weight");
+  a.custom_buffers = {{"key_weight", weights}, {"head_shift", shifts}};
+  block_sparse_attention(ctx(), a);
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = b.kv_len = L;
+  b.mask = a_.mask;
+  b.custom_mods = "test_stripes";
+  b.custom_buffers = {{"key_weight", weights}, {"head_shift", TensorView::contiguous(meta_, DType::i32, {H})}};
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "overlaps head_shift");
+}
+
 // Block lists are read on the device: an index past the keys, a negative one
 // and a count above the lists' capacity are kept in bounds and reported.
 TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {

@@ -78,7 +78,8 @@ struct BlockSparseMods {
   uint32_t score = 0;   // BlockSparseScore bits
 };
 
-// The mods' values: each is required exactly when its mod is on.
+// The mods' values: each is required exactly when its mod is on (a scalar
+// of a mod that is off must stay 0, a view absent).
 struct BlockSparseModValues {
   int32_t window = 0;                       // kMaskWindow, >= 1
   int32_t prefix_len = 0;                   // kMaskPrefix, >= 0
@@ -100,7 +101,10 @@ struct BlockSparseArgs {
   BlockSparseMods mods;
   BlockSparseModValues values;
   float scale = 0;                     // 0: 1 / sqrt(Dqk)
-  std::optional<int32_t> q_offset;     // default Lkv - Lq
+  // Default Lkv - Lq. The kernels compute q_idx + q_offset and its distance
+  // to every key in 32 bits: q_offset + Lq - 1 <= 2^31 - 1 and
+  // q_offset - (Lkv - 1) > -2^31, else an Error.
+  std::optional<int32_t> q_offset;
   // A registered variant's mods (block_sparse_variant.hpp), by name, applied
   // after the built-in ones; "" for none. Its buffers by the names it was
   // compiled with, each view starting on a storage-buffer offset alignment.
@@ -149,7 +153,7 @@ struct BlockMaskBuild {
   BlockSparseMods mods;          // its mask mods (all, any); score must be 0
   BlockSparseModValues values;   // window, prefix_len, document_ids, as the mods need
   int64_t q_len = 0, kv_len = 0;
-  std::optional<int32_t> q_offset;   // default kv_len - q_len
+  std::optional<int32_t> q_offset;   // default kv_len - q_len; bounded as BlockSparseArgs::q_offset
   std::string custom_mods;           // as BlockSparseArgs: the variant's mask mod applies too
   std::vector<std::pair<std::string, TensorView>> custom_buffers;
   // Written: kv_num_blocks [Sz, Sh, ceil(Lq / q_block_size)] and kv_indices

@@ -5,8 +5,10 @@
 #include <vkattn/block_sparse_variant.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "abi/block_sparse.h"
@@ -29,6 +31,12 @@ constexpr uint32_t kScoreBits = kScoreSoftcap | kScoreAlibi | kScoreRelBias | kS
 [[noreturn]] void fail(const std::string& what) { throw Error("block_sparse_attention: " + what); }
 
 std::string num(int64_t v) { return std::to_string(v); }
+// A float as written ("1e-30", not std::to_string's "0.000000").
+std::string fnum(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
 
 // The registered variant named `name` (null for ""), or an error naming the registered ones.
 const RegisteredVariant* custom_variant(const std::string& name, const char* op) {
@@ -90,7 +98,8 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   return l;
 }
 
-void check_variant(const BlockSparseVariant& v) {
+// The variant's checks; `op` names the function that was called.
+void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
   if (v.q_dtype != DType::f16 && v.q_dtype != DType::bf16)
     fail("q dtype " + dtype_text(v.q_dtype) + " is not supported: expected f16 or bf16");
   if (v.out_dtype != DType::f16 && v.out_dtype != DType::bf16 && v.out_dtype != DType::f32)
@@ -111,6 +120,9 @@ void check_variant(const BlockSparseVariant& v) {
     fail("mods.all / mods.any = " + num(v.mods.all) + " / " + num(v.mods.any) + " has unknown bits: expected BlockSparseMask bits (<= 15)");
   if (v.mods.score & ~kScoreBits)
     fail("mods.score = " + num(v.mods.score) + " has unknown bits: expected BlockSparseScore bits (<= 15)");
+} catch (const Error& e) {
+  if (op == kOp) throw;
+  throw Error(std::string(op) + ": " + std::string(e.what()).substr(kOp.size() + 2));
 }
 
 abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
@@ -208,7 +220,15 @@ int32_t check_values(const BlockSparseMods& mods, const BlockSparseModValues& mv
   if ((masks & kMaskWindow) && mv.window < 1) fail("values.window = " + num(mv.window) + ", expected >= 1 with kMaskWindow");
   if ((masks & kMaskPrefix) && mv.prefix_len < 0) fail("values.prefix_len = " + num(mv.prefix_len) + ", expected >= 0 with kMaskPrefix");
   if (mods.score & kScoreSoftcap && !(mv.softcap > 0 && std::isfinite(mv.softcap)))
-    fail("values.softcap = " + std::to_string(mv.softcap) + ", expected a finite value > 0 with kScoreSoftcap");
+    fail("values.softcap = " + fnum(mv.softcap) + ", expected a finite value > 0 with kScoreSoftcap");
+  // A value for a mod that is off would be ignored: a caller who forgot the
+  // mod's bit would get attention without it.
+  if (!(masks & kMaskWindow) && mv.window != 0)
+    fail("values.window = " + num(mv.window) + " is given but kMaskWindow is off: expected 0");
+  if (!(masks & kMaskPrefix) && mv.prefix_len != 0)
+    fail("values.prefix_len = " + num(mv.prefix_len) + " is given but kMaskPrefix is off: expected 0");
+  if (!(mods.score & kScoreSoftcap) && mv.softcap != 0)
+    fail("values.softcap = " + fnum(mv.softcap) + " is given but kScoreSoftcap is off: expected 0");
   auto need = [&](const std::optional<TensorView>& t, bool on, const char* name, const char* mod) {
     if (on && !t) fail(std::string("values.") + name + " is missing: " + mod + " needs it");
     if (!on && t) fail(std::string("values.") + name + " is given but " + mod + " is off: expected it absent");
@@ -229,7 +249,13 @@ int32_t check_values(const BlockSparseMods& mods, const BlockSparseModValues& mv
     check_contiguous_f32("values.bias", *mv.bias, {Hq, Lq, Lkv}, {"Hq", "Lq", "Lkv"});
     if (uint64_t(Hq) * uint64_t(Lq) * uint64_t(Lkv) >= (1ull << 32)) fail("values.bias must hold fewer than 2^32 elements");
   }
-  if (q_offset < INT32_MIN || q_offset > INT32_MAX) fail("q_offset = " + num(q_offset) + " must fit 32 bits");
+  // The kernels take q_pos = q_idx + q_offset, q_pos - kv_idx and its
+  // negation (ALiBi) in 32 bits.
+  const int64_t q_last = q_offset + std::max<int64_t>(Lq - 1, 0), k_last = std::max<int64_t>(Lkv - 1, 0);
+  if (q_offset - k_last <= INT32_MIN || q_last > INT32_MAX)
+    fail("q_offset = " + num(q_offset) + " puts query positions (q_idx + q_offset, up to " + num(q_last) +
+         ") or their distances to keys (down to " + num(q_offset - k_last) + ") outside 32 bits: expected " +
+         num(int64_t(INT32_MIN) + 1 + k_last) + " <= q_offset <= " + num(int64_t(INT32_MAX) - std::max<int64_t>(Lq - 1, 0)));
   return static_cast<int32_t>(q_offset);
 }
 // The views of a run bound to their bindings (view v is binding v + 1), and
@@ -250,9 +276,14 @@ struct Bindings {
   uint32_t offset_of(uint32_t binding) const { return (offsets[(binding - 1) / 4] >> (8 * ((binding - 1) % 4))) & 0xFF; }
   // A variant's buffers, by name, at BS_BINDING_MOD0 + slot (placeholders for
   // the slots it does not have). They start on a binding: no view offset.
+  // Then they are inputs that no output may overlap.
   void bind_custom(const RegisteredVariant* custom, const std::vector<std::pair<std::string, TensorView>>& given) {
     for (uint32_t slot = 0; slot < abi::BS_MOD_BUFFERS; ++slot) buffers[abi::BS_BINDING_MOD0 + slot - 1] = placeholder_binding(impl);
     const std::size_t declared = custom ? custom->buffers.size() : 0;
+    for (std::size_t i = 0; i < given.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (given[i].first == given[j].first)
+          throw Error(std::string(op) + ": custom_buffers names '" + given[i].first + "' twice: expected each buffer once");
     for (const auto& [name, view] : given) {
       std::size_t slot = 0;
       while (slot < declared && custom->buffers[slot] != name) ++slot;
@@ -277,6 +308,14 @@ struct Bindings {
         throw Error(std::string(op) + ": variant '" + custom->name + "' reads buffer '" + custom->buffers[slot] +
                     "': expected it in custom_buffers");
     }
+  }
+  // Throws when an output overlaps one of the variant's buffers (after
+  // bind_custom: at most BS_MOD_BUFFERS of them, each named once).
+  void check_custom_apart(std::span<const NamedView> outputs, const std::vector<std::pair<std::string, TensorView>>& given) const {
+    std::array<NamedView, abi::BS_MOD_BUFFERS> views{};
+    const std::size_t n = std::min<std::size_t>(given.size(), views.size());
+    for (std::size_t i = 0; i < n; ++i) views[i] = {&given[i].second, given[i].first.c_str()};
+    check_apart(op, outputs, std::span<const NamedView>(views.data(), n));
   }
   ContextImpl& impl;
   std::string_view op;
@@ -306,7 +345,7 @@ void set_mask_push(abi::BlockSparsePush& push, const MaskShape& ms, const BlockM
 }  // namespace
 
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& v) {
-  check_variant(v);
+  check_variant(v, "block_sparse_attention_path");
   return choose_launch(ctx, v, custom_variant(v.custom_mods, "block_sparse_attention_path")).path;
 }
 
@@ -314,7 +353,7 @@ void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVar
   auto& impl = ctx.impl();
   impl.check_usable(kOp);
   for (const auto& v : variants) {
-    check_variant(v);
+    check_variant(v, "prepare_block_sparse_attention");
     const RegisteredVariant* custom = custom_variant(v.custom_mods, "prepare_block_sparse_attention");
     const Launch l = choose_launch(ctx, v, custom);
     pipeline_of(impl, l.path, spec_of(v, l), custom);
@@ -335,13 +374,19 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536) fail("Lq and Lkv must be below 2^31 - 2^16");
   if (a.v.shape.size() != 4) fail("v has " + num(int64_t(a.v.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, v_head_size]");
   const int64_t Dv = a.v.shape[3];
+  // From the shapes as given, before they narrow into the variant.
+  if (Hq > 65535 || Hkv > 65535) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected at most 65535 each");
+  for (auto [what, size] : {std::pair{"head size", D}, std::pair{"V's head size", Dv}})
+    if (size < 16 || size > 256 || size % 16)
+      fail(std::string(what) + " " + num(size) + " (q " + a.q.shape_string() + ", v " + a.v.shape_string() +
+           ") is not supported: expected a multiple of 16 up to 256");
   BlockSparseVariant var;
   var.q_dtype = a.q.dtype;
   var.out_dtype = a.out.dtype;
   var.num_q_heads = static_cast<uint32_t>(Hq);
   var.num_kv_heads = static_cast<uint32_t>(Hkv);
   var.head_size = static_cast<uint32_t>(D);
-  var.v_head_size = Dv == D ? 0 : static_cast<uint32_t>(std::clamp<int64_t>(Dv, 0, 1 << 20));
+  var.v_head_size = Dv == D ? 0 : static_cast<uint32_t>(Dv);
   var.q_block_size = a.mask.q_block_size;
   var.kv_block_size = a.mask.kv_block_size;
   var.mods = a.mods;
@@ -397,6 +442,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   bind(abi::BS_BINDING_REL_BIAS, opt(mv.rel_bias), "values.rel_bias");
   bind(abi::BS_BINDING_BIAS, opt(mv.bias), "values.bias");
   bindings.bind_custom(custom, a.custom_buffers);
+  bindings.check_custom_apart(outputs, a.custom_buffers);
 
   const Launch l = choose_launch(ctx, var, custom);
   const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
@@ -458,6 +504,11 @@ void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mod
   const RegisteredVariant* custom = custom_variant(custom_mods, "prepare_build_block_mask");
   for (BlockSparseMods m : mods) {
     m.score = 0;
+    BlockSparseVariant var;   // for its check of the mask bits
+    var.num_q_heads = var.num_kv_heads = 1;
+    var.head_size = 16;
+    var.mods = m;
+    check_variant(var, "prepare_build_block_mask");
     build_pipeline(impl, m, custom);
   }
 }
@@ -476,11 +527,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   var.q_block_size = b.mask.q_block_size;
   var.kv_block_size = b.mask.kv_block_size;
   var.mods = b.mods;
-  try {
-    check_variant(var);
-  } catch (const Error& e) {
-    build_fail(std::string(e.what()).substr(kOp.size() + 2));
-  }
+  check_variant(var, kBuildOp);
   MaskShape ms;
   int32_t q_offset = 0;
   try {
@@ -509,6 +556,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   bindings.bind(abi::BS_BINDING_FULL_INDICES, opt(m.full_kv_indices), "mask.full_kv_indices");
   bindings.bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
   bindings.bind_custom(custom, b.custom_buffers);
+  bindings.check_custom_apart(outputs, b.custom_buffers);
   const uint64_t rows = uint64_t(ms.sz) * uint64_t(ms.sh) * uint64_t(ms.q_blocks);
   if (rows == 0) return;
   BlockSparseMods mods = b.mods;
