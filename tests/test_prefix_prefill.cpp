@@ -10,6 +10,7 @@
 // 16-byte aligned; replay plans; agreement with paged_attention after the new
 // tokens are written; bad input; device-side reports of the recorded form
 // naming prefix_prefill.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -294,6 +295,63 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
   batch_->block_table() = {3, 9, 6, 0};
   batch_->upload();
   EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "prefix_prefill: block_table[0, 1] = 9");
+}
+
+// What an adversarial pass found: a run of no tokens wanted a workspace that
+// no plan needed; the fused write's checks came after the attention was
+// recorded, under write_kv_cache's name; and neither its slot_mapping nor the
+// attention's inputs were kept apart from what it writes.
+TEST_F(PrefixPrefillSmall, NoTokensRunWithoutAWorkspace) {
+  DeviceBatch none(ctx(), {0, 0}, {5}, {3}, 1);
+  const PrefixPrefillPlan p(ctx(), cfg_, Hq, DType::f16, none.lengths());
+  EXPECT_EQ(p.attention().workspace_bytes(), 0u);
+  PrefixPrefillArgs a;
+  a.q = TensorView::contiguous(q_, DType::f16, {0, Hq, D});
+  a.key = TensorView::contiguous(new_k_, DType::f16, {0, Hkv, D});
+  a.value = TensorView::contiguous(new_v_, DType::f16, {0, Hkv, D});
+  a.out = TensorView::contiguous(out_, DType::f16, {0, Hq, D});
+  a.batch = none.view();
+  a.params.scale = 0.125f;
+  EXPECT_NO_THROW(prefix_prefill(ctx(), p, *cache_, a));   // the first synchronous run of this Context
+  EXPECT_NO_THROW(ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); }));
+}
+
+TEST_F(PrefixPrefillSmall, FusedWriteIsCheckedWholeBeforeAnythingIsRecorded) {
+  const auto p = plan();
+  Buffer workspace(ctx(), p.attention().workspace_bytes());
+  auto recorded = [&] {
+    auto a = args(DType::f32);
+    a.workspace = TensorView::contiguous(workspace, DType::f32, {int64_t(p.attention().workspace_bytes() / 4)});
+    a.slot_mapping = slots();
+    return a;
+  };
+  {
+    auto a = recorded();   // slot_mapping in out's bytes: the write would take slots from what the attention writes
+    a.slot_mapping = TensorView::contiguous(out_, DType::i32, {T});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "prefix_prefill: out", "overlaps slot_mapping");
+  }
+  {
+    auto a = recorded();   // q read from the cache that the write writes
+    a.q = TensorView::contiguous(cache_->chunk(0).k_buffer, DType::f16, {T, Hq, D});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a), "prefix_prefill: q", "the cache that slot_mapping writes");
+    a.slot_mapping.reset();   // read only: allowed
+    EXPECT_NO_THROW(prefix_prefill(ctx(), p, *cache_, a));
+  }
+  // A slot_mapping the write cannot bind fails before the attention is
+  // recorded, named prefix_prefill: out keeps its poison.
+  out_.fill(0xFFFFFFFFu);
+  Buffer small(ctx(), 16);
+  ctx().submit_and_wait([&](VkCommandBuffer cmd) {
+    auto a = recorded();
+    a.slot_mapping = TensorView::contiguous(small, DType::i32, {T});
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, a, cmd), "prefix_prefill: slot_mapping", "holds 16");
+  });
+  std::vector<uint32_t> words(T * Hq * D);
+  out_.download(words.data(), words.size() * 4);
+  EXPECT_EQ(std::count(words.begin(), words.end(), 0xFFFFFFFFu), int64_t(words.size()));
+  ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, recorded(), cmd); });
+  out_.download(words.data(), words.size() * 4);
+  EXPECT_EQ(std::count(words.begin(), words.end(), 0xFFFFFFFFu), 0);
 }
 
 // Device-side reports of recorded ops name the op the engine recorded: a

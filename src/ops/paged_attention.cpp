@@ -416,11 +416,11 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     if (uint64_t(a.workspace->shape[0]) * 4 < sch.workspace_bytes)
       fail("the workspace holds " + std::to_string(a.workspace->shape[0] * 4) + " bytes, expected at least the plan's " +
            std::to_string(sch.workspace_bytes));
-  } else if (sch.split) {
+  } else if (sch.split && sch.workspace_bytes > 0) {   // (none for a plan of no tokens)
     fail("this plan splits the KV range into " + std::to_string(sch.num_segments) + " segments: pass a workspace (f32) of at least " +
          std::to_string(sch.workspace_bytes) + " bytes (PagedAttentionArgs::workspace)");
   }
-  const TensorView* ws = sch.split ? &*a.workspace : nullptr;
+  const TensorView* ws = sch.split && a.workspace ? &*a.workspace : nullptr;
   const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"}, {ws, "workspace"}};
   const NamedView inputs[] = {{&a.q, "q"}, {&b.query_start_loc, "query_start_loc"}, {&b.seq_lens, "seq_lens"},
                               {&b.block_table, "block_table"},
@@ -429,6 +429,8 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
                               {a.params.qq_bias ? &*a.params.qq_bias : nullptr, "qq_bias"}};
   check_apart(kOp, outputs, inputs);
   check_apart_from_cache(kOp, outputs, cache, "an output must not share memory with the cache it reads");
+  if (suffix && suffix->writes_cache)
+    check_apart_from_cache(kOp, inputs, cache, "an input must not share memory with the cache that slot_mapping writes");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
 
   // Bindings, and each view's element offset inside its own (bind_view
@@ -577,7 +579,7 @@ void detail::run_paged_attention_now(Context& ctx, const PagedAttentionPlan& pla
                                      const std::function<void(const PagedAttentionArgs&, VkCommandBuffer)>& record) {
   auto& impl = ctx.impl();
   ctx.submit_and_wait([&](VkCommandBuffer cmd) {
-    if (!plan.split() || args.workspace) return record(args, cmd);
+    if (!plan.split() || args.workspace || plan.workspace_bytes() == 0) return record(args, cmd);
     // The Context's own workspace (under the submit lock), grown as needed.
     if (impl.sync_workspace.size < plan.workspace_bytes()) {
       release(impl, impl.sync_workspace);

@@ -26,6 +26,7 @@ struct SuffixKv {
   const TensorView* key = nullptr;
   const TensorView* value = nullptr;
   bool skip_decode = false;
+  bool writes_cache = false;   // prefix_prefill's fused write: the cache is an output as well
 };
 
 // paged_attention's recording, for paged_attention (suffix null) and

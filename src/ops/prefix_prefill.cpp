@@ -35,7 +35,11 @@ decltype(auto) as_prefix_prefill(F&& f) {
     constexpr std::string_view from = "paged_attention: ";
     const std::string_view what = e.what();
     if (!what.starts_with(from)) throw;
-    throw Error("prefix_prefill: " + std::string(what.substr(from.size())), e.vk_result());
+    // Its options are PrefixPrefillOptions.
+    std::string text(what.substr(from.size()));
+    for (std::size_t at; (at = text.find("PagedAttentionPlanOptions::")) != std::string::npos;)
+      text.replace(at, 25, "PrefixPrefillOptions");
+    throw Error("prefix_prefill: " + text, e.vk_result());
   }
 }
 
@@ -135,15 +139,18 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
     if (v->stride(1) >= (1 << 16))
       fail(std::string(name) + " stride 1 (between heads) = " + std::to_string(v->stride(1)) +
            " elements is not supported: expected below 65536 (a token-major layout [tokens, heads, head_size])");
-  const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"},
-                               {a.workspace ? &*a.workspace : nullptr, "workspace"}};
-  const NamedView news[] = {{&a.key, "key"}, {&a.value, "value"}};
-  check_apart(kOp, outputs, news);
-  if (a.slot_mapping) {
+  if (a.slot_mapping) {   // the fused write's checks, before anything is recorded
     check_view(kOp, "slot_mapping", *a.slot_mapping, {DType::i32, DType::i64}, {T}, {"num_tokens"});
     check_strides(kOp, "slot_mapping", *a.slot_mapping);
+    check_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, kOp);
   }
-  const SuffixKv suffix{&a.key, &a.value, a.skip_decode};
+  const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"},
+                               {a.workspace ? &*a.workspace : nullptr, "workspace"}};
+  const NamedView news[] = {{&a.key, "key"}, {&a.value, "value"}, {a.slot_mapping ? &*a.slot_mapping : nullptr, "slot_mapping"}};
+  check_apart(kOp, outputs, news);
+  // With the fused write the cache is an output too: the attention's inputs
+  // must lie apart from it (record_paged_attention checks them).
+  const SuffixKv suffix{&a.key, &a.value, a.skip_decode, a.slot_mapping.has_value()};
   as_prefix_prefill([&] { record_paged_attention(ctx, plan.attention(), cache, a, &suffix, cmd); });
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the

@@ -44,23 +44,34 @@ void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType inpu
   for (bool vector_loads : {true, false}) pipeline(impl, ctx.path_for(kOp), cache, input, slots, vector_loads);
 }
 
-void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
-                                   const TensorView& slot_mapping, VkCommandBuffer cmd, ReportingOp op) {
+void detail::check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                                  const TensorView& slot_mapping, std::string_view op) {
   auto& impl = ctx.impl();
-  impl.check_usable(kOp);
-  if (cache.context_id() != impl.id) throw Error("write_kv_cache: the cache belongs to another Context");
+  impl.check_usable(op);
+  if (cache.context_id() != impl.id) throw Error(std::string(op) + ": the cache belongs to another Context");
   const auto& c = cache.config();
   const int64_t n = key.shape.empty() ? -1 : key.shape[0];
   const int64_t H = c.num_kv_heads, D = c.head_size;
-  check_view(kOp, "key", key, {DType::f16, DType::bf16, DType::f32}, {-1, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
-  check_view(kOp, "value", value, {key.dtype}, {n, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
-  check_view(kOp, "slot_mapping", slot_mapping, {DType::i64, DType::i32}, {n}, {"num_tokens"});
-  check_strides(kOp, "key", key);
-  check_strides(kOp, "value", value);
-  check_strides(kOp, "slot_mapping", slot_mapping);
+  check_view(op, "key", key, {DType::f16, DType::bf16, DType::f32}, {-1, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_view(op, "value", value, {key.dtype}, {n, H, D}, {"num_tokens", "num_kv_heads", "head_size"});
+  check_view(op, "slot_mapping", slot_mapping, {DType::i64, DType::i32}, {n}, {"num_tokens"});
+  check_strides(op, "key", key);
+  check_strides(op, "value", value);
+  check_strides(op, "slot_mapping", slot_mapping);
   const NamedView inputs[] = {{&key, "key"}, {&value, "value"}, {&slot_mapping, "slot_mapping"}};
-  check_apart_from_cache(kOp, inputs, cache, "an input must not share memory with the cache it writes");
+  check_apart_from_cache(op, inputs, cache, "an input must not share memory with the cache it writes");
+  // The bindings' own checks (buffer, Context, bounds, the storage range).
+  for (auto [name, v] : {std::pair{"key", &key}, std::pair{"value", &value}, std::pair{"slot_mapping", &slot_mapping}})
+    bind_view(impl, *v, op, name);
+}
+
+void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                                   const TensorView& slot_mapping, VkCommandBuffer cmd, ReportingOp op) {
+  auto& impl = ctx.impl();
+  check_write_kv_cache(ctx, cache, key, value, slot_mapping, kOp);
   if (!cmd) throw Error("write_kv_cache: the command buffer is VK_NULL_HANDLE");
+  const auto& c = cache.config();
+  const int64_t n = key.shape[0];
   if (n == 0) return;
 
   BoundView k = bind_view(impl, key, kOp, "key");

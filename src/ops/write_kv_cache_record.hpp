@@ -5,11 +5,18 @@
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/tensor.hpp>
 
+#include <string_view>
+
 #include "../reporting_op.hpp"
 
 namespace vkattn {
 class Context;
 namespace detail {
+
+// Throws, naming `op`, whatever record_write_kv_cache would refuse: so that
+// prefix_prefill can check its fused write before it records anything.
+void check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const TensorView& key, const TensorView& value,
+                          const TensorView& slot_mapping, std::string_view op);
 
 void record_write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                            const TensorView& slot_mapping, VkCommandBuffer cmd, ReportingOp op);

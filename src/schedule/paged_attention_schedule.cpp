@@ -291,7 +291,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     if (p.split == SplitKv::on)
       fail(std::to_string(segments) + " segments need " + std::to_string(per_segment * segments) +
            " bytes of partial results, more than the workspace's " + std::to_string(capacity) +
-           " (PagedAttentionPlanOptions::workspace_bytes); use fewer segments or a larger workspace");
+           " (PagedAttentionPlanOptions::workspace_bytes, at most the kernels' 2 GiB); use fewer segments or a larger workspace");
     segments = std::max<uint64_t>(1, capacity / std::max<uint64_t>(per_segment, 1));
   }
   s.num_segments = static_cast<uint32_t>(segments);
