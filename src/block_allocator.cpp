@@ -2,6 +2,7 @@
 #include <vkattn/error.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace vkattn {
@@ -11,10 +12,18 @@ BlockAllocator::BlockAllocator(uint32_t num_blocks) : refs_(num_blocks, 0) {
   for (uint32_t b = num_blocks; b-- > 0;) free_.push_back(b);   // block 0 is handed out first
 }
 
+namespace {
+
+// "block 7 is outside the cache (blocks 0..3)", or "(it has no blocks)".
+std::string outside(const char* what, uint32_t block, std::size_t blocks) {
+  return std::string("BlockAllocator::") + what + ": block " + std::to_string(block) + " is outside the cache (" +
+         (blocks ? "blocks 0.." + std::to_string(blocks - 1) : std::string("it has no blocks")) + ")";
+}
+
+}  // namespace
+
 void BlockAllocator::check_block(uint32_t block, const char* what) const {
-  if (block >= refs_.size())
-    throw Error(std::string("BlockAllocator::") + what + ": block " + std::to_string(block) + " is outside the cache (0.." +
-                std::to_string(refs_.size() - 1) + ")");
+  if (block >= refs_.size()) throw Error(outside(what, block, refs_.size()));
   if (refs_[block] == 0)
     throw Error(std::string("BlockAllocator::") + what + ": block " + std::to_string(block) + " is not allocated");
 }
@@ -54,9 +63,7 @@ std::vector<uint32_t> BlockAllocator::fork(std::span<const uint32_t> blocks) {
 }
 
 uint32_t BlockAllocator::ref_count(uint32_t block) const {
-  if (block >= refs_.size())
-    throw Error("BlockAllocator::ref_count: block " + std::to_string(block) + " is outside the cache (0.." +
-                std::to_string(refs_.size() - 1) + ")");
+  if (block >= refs_.size()) throw Error(outside("ref_count", block, refs_.size()));
   return refs_[block];
 }
 
@@ -66,11 +73,23 @@ uint32_t BlockTable::max_blocks_per_sequence() const {
   return static_cast<uint32_t>(m);
 }
 
+std::vector<uint32_t>& BlockTable::sequence(std::size_t s) {
+  if (s >= rows_.size())
+    throw Error("BlockTable::sequence: sequence " + std::to_string(s) + " is outside the table of " + std::to_string(rows_.size()) +
+                " sequences");
+  return rows_[s];
+}
+
 std::vector<int32_t> BlockTable::flattened() const {
   const std::size_t width = std::max<uint32_t>(max_blocks_per_sequence(), 1);
   std::vector<int32_t> out(std::max<std::size_t>(rows_.size(), 1) * width, 0);
   for (std::size_t s = 0; s < rows_.size(); ++s)
-    for (std::size_t j = 0; j < rows_[s].size(); ++j) out[s * width + j] = static_cast<int32_t>(rows_[s][j]);
+    for (std::size_t j = 0; j < rows_[s].size(); ++j) {
+      if (rows_[s][j] > uint32_t(INT32_MAX))   // the kernels' tables are int32
+        throw Error("BlockTable::flattened: sequence " + std::to_string(s) + " holds block " + std::to_string(rows_[s][j]) +
+                    " at " + std::to_string(j) + ": expected block ids below 2^31 (the table is int32)");
+      out[s * width + j] = static_cast<int32_t>(rows_[s][j]);
+    }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "context_impl.hpp"
 #include "op_support.hpp"
@@ -62,25 +64,45 @@ void detail::check_cache_geometry(std::string_view prefix, const KvCacheConfig& 
     bad_field(prefix, "layout", "KvLayout(" + std::to_string(static_cast<uint32_t>(c.layout)) + ")", "nhd, hnd or split");
 }
 
-PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
-    : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), config.num_blocks)) {
-  auto& impl = *impl_;
-  block_bytes_ = uint64_t(config.block_size) * config.num_kv_heads * config.head_size * dtype_size(config.dtype);
+namespace {
+
+uint64_t block_bytes_of(const KvCacheConfig& c) {
+  return uint64_t(c.block_size) * c.num_kv_heads * c.head_size * dtype_size(c.dtype);
+}
+
+// A cache of its own: whether it fits the device's memory, buffers and chunk
+// table. Before anything is allocated, host memory included (the block
+// allocator's lists grow with num_blocks).
+uint32_t num_blocks_that_fit(const detail::ContextImpl& impl, const KvCacheConfig& config) {
+  check_config(config);
+  const uint64_t block_bytes = block_bytes_of(config), total = 2 * block_bytes * config.num_blocks;
   const uint64_t budget = impl.caps.device_local_budget_bytes;
-  if (budget && total_bytes() > budget)
-    throw Error("PagedKvCache: " + std::to_string(config.num_blocks) + " blocks take " + std::to_string(total_bytes()) +
+  if (budget && total > budget)
+    throw Error("PagedKvCache: " + std::to_string(config.num_blocks) + " blocks take " + std::to_string(total) +
                 " bytes of K and V, more than the device has available (" + std::to_string(budget) +
                 " bytes of device-local memory); use fewer blocks");
-  uint64_t max_chunk = impl.max_chunk_bytes();
-  if (block_bytes_ > max_chunk)
-    throw Error("PagedKvCache: one block takes " + std::to_string(block_bytes_) + " bytes, more than the largest buffer (" +
+  const uint64_t max_chunk = impl.max_chunk_bytes();
+  if (block_bytes > max_chunk)
+    throw Error("PagedKvCache: one block takes " + std::to_string(block_bytes) + " bytes, more than the largest buffer (" +
                 std::to_string(max_chunk) + " bytes); use a smaller block_size");
-  blocks_per_chunk_ = static_cast<uint32_t>(std::min<uint64_t>(max_chunk / block_bytes_, config.num_blocks));
-  const uint32_t n = (config.num_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_;
+  const uint64_t per_chunk = std::min<uint64_t>(max_chunk / block_bytes, config.num_blocks);
+  const uint64_t n = (config.num_blocks + per_chunk - 1) / per_chunk;
   if (n > kMaxChunks)
-    throw Error("PagedKvCache: " + std::to_string(total_bytes()) + " bytes need " + std::to_string(n) +
+    throw Error("PagedKvCache: " + std::to_string(total) + " bytes need " + std::to_string(n) +
                 " chunks of at most " + std::to_string(max_chunk) + " bytes; the kernels address at most " +
                 std::to_string(kMaxChunks) + " (raise ContextOptions::max_chunk_bytes or use fewer blocks)");
+  return config.num_blocks;
+}
+
+}  // namespace
+
+PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
+    : impl_(detail::shared_impl(ctx)), config_(config), allocator_(num_blocks_that_fit(*impl_, config)) {
+  auto& impl = *impl_;
+  block_bytes_ = block_bytes_of(config);
+  const uint64_t max_chunk = impl.max_chunk_bytes();
+  blocks_per_chunk_ = static_cast<uint32_t>(std::min<uint64_t>(max_chunk / block_bytes_, config.num_blocks));
+  const uint32_t n = (config.num_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_;
   for (uint32_t i = 0; i < n; ++i) {
     KvCacheChunk c;
     c.num_blocks = std::min(blocks_per_chunk_, config.num_blocks - i * blocks_per_chunk_);
@@ -170,8 +192,52 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<
 }
 
 PagedKvCache::~PagedKvCache() = default;
-PagedKvCache::PagedKvCache(PagedKvCache&&) noexcept = default;
-PagedKvCache& PagedKvCache::operator=(PagedKvCache&&) noexcept = default;
+// A cache moved from keeps no Context (impl_) and context id 0.
+PagedKvCache::PagedKvCache(PagedKvCache&& o) noexcept
+    : impl_(std::move(o.impl_)), context_id_(std::exchange(o.context_id_, 0)), config_(o.config_),
+      block_bytes_(o.block_bytes_), blocks_per_chunk_(o.blocks_per_chunk_), chunks_(std::move(o.chunks_)),
+      owned_(std::move(o.owned_)), chunk_table_(std::move(o.chunk_table_)), allocator_(std::move(o.allocator_)) {
+  o.chunks_.clear();
+  o.owned_.clear();
+}
+PagedKvCache& PagedKvCache::operator=(PagedKvCache&& o) noexcept {
+  if (this == &o) return *this;
+  impl_ = std::move(o.impl_);
+  context_id_ = std::exchange(o.context_id_, 0);
+  config_ = o.config_;
+  block_bytes_ = o.block_bytes_;
+  blocks_per_chunk_ = o.blocks_per_chunk_;
+  chunks_ = std::move(o.chunks_);
+  o.chunks_.clear();
+  owned_ = std::move(o.owned_);
+  o.owned_.clear();
+  chunk_table_ = std::move(o.chunk_table_);
+  allocator_ = std::move(o.allocator_);
+  return *this;
+}
+
+void PagedKvCache::check_live(const char* what) const {
+  if (!impl_) throw Error(std::string("PagedKvCache::") + what + ": this cache was moved from: use the cache it was moved to");
+}
+
+void PagedKvCache::check_part(KvPart part, const char* what) const {
+  if (part != KvPart::key && part != KvPart::value)
+    throw Error(std::string("PagedKvCache::") + what + ": part KvPart(" + std::to_string(static_cast<int>(part)) +
+                ") is neither KvPart::key nor KvPart::value");
+}
+
+const KvCacheChunk& PagedKvCache::chunk(uint32_t i) const {
+  check_live("chunk");
+  if (i >= chunks_.size())
+    throw Error("PagedKvCache::chunk: chunk " + std::to_string(i) + " is outside the cache's " + std::to_string(chunks_.size()) +
+                " chunks");
+  return chunks_[i];
+}
+
+BlockAllocator& PagedKvCache::allocator() {
+  check_live("allocator");
+  return allocator_;
+}
 
 // The chunk table, in memory the host maps where it can (nothing submitted),
 // else uploaded.
@@ -184,10 +250,18 @@ void PagedKvCache::finish(Context& ctx) {
   chunk_table_.upload(std::span<const uint64_t>(table));
 }
 
-VkDeviceAddress PagedKvCache::chunk_table_address() const { return chunk_table_.device_address(); }
+VkDeviceAddress PagedKvCache::chunk_table_address() const {
+  check_live("chunk_table_address");
+  return chunk_table_.device_address();
+}
 
 uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uint32_t d) const {
+  check_part(part, "element_in_block");
   const uint64_t bs = config_.block_size, nh = config_.num_kv_heads, hs = config_.head_size;
+  for (auto [name, value, limit] : {std::tuple{"token_in_block", t, bs}, std::tuple{"head", h, nh}, std::tuple{"dim", d, hs}})
+    if (value >= limit)
+      throw Error(std::string("PagedKvCache::element_in_block: ") + name + " = " + std::to_string(value) +
+                  " is outside the block: expected below " + std::to_string(limit));
   switch (config_.layout) {
     case KvLayout::nhd: return (t * nh + h) * hs + d;
     case KvLayout::hnd: return (h * bs + t) * hs + d;
@@ -202,6 +276,7 @@ uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uin
 
 template <class F>
 void PagedKvCache::for_block_range(uint32_t first, uint32_t count, const char* what, F&& f) const {
+  check_live(what);
   if (first > config_.num_blocks || count > config_.num_blocks - first)
     throw Error("PagedKvCache: blocks [" + std::to_string(first) + ", " + std::to_string(uint64_t(first) + count) +
                 ") are outside the cache of " + std::to_string(config_.num_blocks) + " blocks");
@@ -243,6 +318,8 @@ void copy_chunk(detail::ContextImpl& impl, BufferRef buf, VkDeviceSize at, void*
 }  // namespace
 
 std::vector<uint8_t> PagedKvCache::read_blocks(KvPart part, uint32_t first, uint32_t count) const {
+  check_part(part, "read_blocks");
+  for_block_range(first, count, "read_blocks", [](uint32_t, uint64_t, uint64_t, uint64_t) {});   // checks, before the host copy exists
   std::vector<uint8_t> out(uint64_t(count) * block_bytes_);
   for_block_range(first, count, "read_blocks", [&](uint32_t chunk, uint64_t off, uint64_t bytes, uint64_t dst) {
     const KvCacheChunk& c = chunks_[chunk];
@@ -253,6 +330,8 @@ std::vector<uint8_t> PagedKvCache::read_blocks(KvPart part, uint32_t first, uint
 }
 
 void PagedKvCache::write_blocks(KvPart part, uint32_t first, std::span<const uint8_t> bytes) {
+  check_live("write_blocks");
+  check_part(part, "write_blocks");
   if (bytes.size() % block_bytes_)
     throw Error("PagedKvCache::write_blocks: " + std::to_string(bytes.size()) + " bytes is not a whole number of blocks of " +
                 std::to_string(block_bytes_) + " bytes");

@@ -118,7 +118,7 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_SLOT_OUT_OF_RANGE: {
       int64_t slot_value = static_cast<int64_t>((uint64_t(c) << 32) | b);
       throw Error(who + "slot_mapping[" + std::to_string(a) + "] = " + std::to_string(slot_value) +
-                  " is beyond the cache: expected -1 (padding) or 0 <= slot < num_blocks * block_size; that token was not written");
+                  " is beyond the cache: expected a negative slot (padding, not written) or 0 <= slot < num_blocks * block_size; that token was not written");
     }
     case abi::STATUS_QUERY_START_LOC:
       throw Error(who + "query_start_loc on the device is unusable at sequence " + std::to_string(a) + ": [" +

@@ -53,5 +53,30 @@ TEST(BlockTable, FlattensWithPadding) {
   EXPECT_EQ(t.flattened(), (std::vector<int32_t>{5, 2, 7, 1, 0, 0}));
 }
 
+// Found by an adversarial pass: lookups past the end threw std::out_of_range,
+// ids of 2^31 or more wrapped negative in the int32 table, and an empty
+// allocator's messages named block 2^64 - 1.
+TEST(BlockTable, OutOfRangeAndTooLargeIdsAreErrors) {
+  BlockTable t;
+  EXPECT_THROW(t.sequence(0), Error);
+  t.add_sequence({1, 0x80000000u});
+  try {
+    t.flattened();
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block 2147483648"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("below 2^31"), std::string::npos) << e.what();
+  }
+  t.sequence(0)[1] = 0x7FFFFFFFu;
+  EXPECT_EQ(t.flattened(), (std::vector<int32_t>{1, 0x7FFFFFFF}));
+  BlockAllocator none(0);
+  try {
+    none.ref_count(0);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("it has no blocks"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace vkattn

@@ -35,10 +35,11 @@ class BlockAllocator {
 class BlockTable {
  public:
   void add_sequence(std::vector<uint32_t> blocks) { rows_.push_back(std::move(blocks)); }
-  std::vector<uint32_t>& sequence(std::size_t s) { return rows_.at(s); }
+  std::vector<uint32_t>& sequence(std::size_t s);   // throws vkattn::Error past the last sequence
   std::size_t num_sequences() const { return rows_.size(); }
   uint32_t max_blocks_per_sequence() const;
-  // The table as uploaded: num_sequences x max_blocks_per_sequence (at least 1) int32.
+  // The table as uploaded: num_sequences x max_blocks_per_sequence (at least 1)
+  // int32 (throws vkattn::Error for a block id of 2^31 or more).
   std::vector<int32_t> flattened() const;
   // Uploads flattened() into a new device buffer.
   Buffer upload(Context& ctx) const;

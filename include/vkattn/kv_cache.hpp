@@ -63,7 +63,8 @@ struct KvCacheChunk {
 // buffers (ordering them is the caller's business, as for any buffer);
 // allocator() is not thread-safe. Lifetime: the cache keeps its Context's
 // device alive; its own chunks are freed with it (no pending command buffer
-// may use them then); an application's chunks must outlive it.
+// may use them then); an application's chunks must outlive it. A cache moved
+// from holds nothing: its functions and ops given it throw vkattn::Error.
 class PagedKvCache {
  public:
   // A cache of its own: num_blocks blocks in as few allocations as the
@@ -85,14 +86,15 @@ class PagedKvCache {
   uint64_t total_bytes() const { return 2 * block_bytes_ * config_.num_blocks; }
   uint32_t blocks_per_chunk() const { return blocks_per_chunk_; }
   uint32_t num_chunks() const { return static_cast<uint32_t>(chunks_.size()); }
-  const KvCacheChunk& chunk(uint32_t i) const { return chunks_.at(i); }
+  const KvCacheChunk& chunk(uint32_t i) const;   // throws vkattn::Error for i >= num_chunks()
   // Whether the cache allocated its chunks itself.
   bool owns_memory() const { return !owned_.empty(); }
   // Device address of a table of uint64 chunk addresses: K chunks, then V chunks.
   VkDeviceAddress chunk_table_address() const;
   uint64_t context_id() const { return context_id_; }
 
-  // Index of an element inside its block (the layout's formula; kv_addressing.glsl has the same).
+  // Index of an element inside its block (the layout's formula; kv_addressing.glsl
+  // has the same). Throws vkattn::Error for a token, head or dim outside the block.
   uint64_t element_in_block(KvPart part, uint32_t token_in_block, uint32_t head, uint32_t dim) const;
 
   // Synchronous: raw bytes of blocks [first, first + count), as stored.
@@ -101,9 +103,11 @@ class PagedKvCache {
   // Synchronous: every byte of both caches set to a repeated 32-bit word.
   void fill(uint32_t word);
 
-  BlockAllocator& allocator() { return allocator_; }
+  BlockAllocator& allocator();
 
  private:
+  void check_live(const char* what) const;   // throws for a cache moved from
+  void check_part(KvPart part, const char* what) const;
   void finish(Context& ctx);
   template <class F> void for_block_range(uint32_t first, uint32_t count, const char* what, F&& f) const;
   std::shared_ptr<detail::ContextImpl> impl_;

@@ -384,7 +384,8 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   const auto& sch = p.schedule;
   if (p.context_id != impl.id) fail("the plan was made for another Context");
   if (p.suffix != (suffix != nullptr)) fail("a prefix-prefill plan runs with prefix_prefill only");
-  if (cache.context_id() != impl.id) fail("the cache belongs to another Context");
+  if (cache.context_id() != impl.id)
+    fail(cache.context_id() ? "the cache belongs to another Context" : "the cache was moved from: use the cache it was moved to");
   const auto& c = cache.config();
   if (c.block_size != p.cache.block_size || c.num_kv_heads != p.cache.num_kv_heads || c.head_size != p.cache.head_size ||
       c.dtype != p.cache.dtype || c.layout != p.cache.layout)

@@ -48,7 +48,9 @@ void detail::check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const
                                   const TensorView& slot_mapping, std::string_view op) {
   auto& impl = ctx.impl();
   impl.check_usable(op);
-  if (cache.context_id() != impl.id) throw Error(std::string(op) + ": the cache belongs to another Context");
+  if (cache.context_id() != impl.id)
+    throw Error(std::string(op) + (cache.context_id() ? ": the cache belongs to another Context"
+                                                      : ": the cache was moved from: use the cache it was moved to"));
   const auto& c = cache.config();
   const int64_t n = key.shape.empty() ? -1 : key.shape[0];
   const int64_t H = c.num_kv_heads, D = c.head_size;
