@@ -326,7 +326,7 @@ class HostilePagedAttention : public HostileInputs {
           a.batch.block_table.strides.clear();
           return {"block_table columns", {"block_table has 0 columns"}};
         case 19:
-          if (!plan.split()) continue;
+          if (!plan.split() || plan.workspace_bytes() == 0) continue;   // (a plan of no tokens needs none)
           if (r.below(2) || plan.workspace_bytes() < 4) {
             a.workspace.reset();
             return {"workspace missing", {"pass a workspace"}};

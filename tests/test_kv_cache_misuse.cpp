@@ -59,5 +59,20 @@ TEST_F(KvCacheMisuse, AHugeCacheIsRefusedBeforeHostMemoryIsTaken) {
   EXPECT_VKATTN_ERROR(PagedKvCache(small, huge), "PagedKvCache:", "use fewer blocks");
 }
 
+// A cache over the application's memory: chunks that do not add up to the
+// config are refused before the host lists exist, and bare addresses may not
+// wrap past the end of the address space (the overlap check compares ranges).
+TEST_F(KvCacheMisuse, ChunksOfApplicationMemoryAreCheckedFirst) {
+  KvCacheChunk c;
+  c.num_blocks = 4;
+  c.k_address = UINT64_MAX - 15;
+  c.v_address = 1 << 20;
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), cfg_, std::span<const KvCacheChunk>(&c, 1)), "chunk 0's K blocks",
+                      "run past the end of the address space");
+  const KvCacheConfig huge{.num_blocks = 1u << 30, .block_size = 1, .num_kv_heads = 1, .head_size = 16};
+  EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), huge, std::span<const KvCacheChunk>(&c, 1)), "the chunks hold 4 blocks",
+                      "expected config.num_blocks = 1073741824");
+}
+
 }  // namespace
 }  // namespace vkattn::test

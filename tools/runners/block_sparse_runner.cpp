@@ -89,6 +89,18 @@ MaskPlan parse(const BlockSparseCase& c) {
   return m;
 }
 
+// The mask builder's mods and values: the attention's mask mods alone (score
+// mods and their values do not shape a block mask; the builder refuses them).
+void set_mask_mods(BlockMaskBuild& b, const MaskPlan& mp, const BlockSparseModValues& values) {
+  b.mods = mp.mods;
+  b.mods.score = 0;
+  b.values = values;
+  b.values.softcap = 0;
+  b.values.alibi_slopes.reset();
+  b.values.rel_bias.reset();
+  b.values.bias.reset();
+}
+
 double unit(DType t) { return t == DType::bf16 ? 0x1p-8 : t == DType::f32 ? 0x1p-24 : 0x1p-11; }
 
 }  // namespace
@@ -363,12 +375,7 @@ std::string check_device_mask(Context& ctx, const BlockSparseCase& c, const Case
   lists.fill(0xDEADBEEFu);
   const int64_t Sz = m.sz, Sh = m.sh, QB = m.q_blocks, KB = m.kv_blocks;
   BlockMaskBuild b;
-  b.mods = d.mp.mods;
-  b.mods.score = 0;
-  b.values = dc.a.values;
-  b.values.alibi_slopes.reset();
-  b.values.rel_bias.reset();
-  b.values.bias.reset();
+  set_mask_mods(b, d.mp, dc.a.values);
   b.q_len = d.Lq;
   b.kv_len = d.Lkv;
   b.q_offset = c.q_offset;
@@ -420,8 +427,7 @@ struct BlockSparseTimed::State {
     const auto& m = data.mask;
     const int64_t Sz = m.sz, Sh = m.sh, QB = m.q_blocks, KB = m.kv_blocks, rows = Sz * Sh * QB;
     lists = Buffer(ctx_, 4 * (2 * rows + 2 * rows * KB));
-    build.mods = data.mp.mods;
-    build.values = device.a.values;
+    set_mask_mods(build, data.mp, device.a.values);
     build.q_len = data.Lq;
     build.kv_len = data.Lkv;
     build.q_offset = c.q_offset;
