@@ -94,18 +94,6 @@ uint32_t num_blocks_that_fit(const detail::ContextImpl& impl, const KvCacheConfi
   return config.num_blocks;
 }
 
-// A cache over the application's memory: its config, and that the chunks
-// add up to it, before the block allocator's host lists are made.
-uint32_t num_blocks_of_chunks(const KvCacheConfig& config, std::span<const KvCacheChunk> chunks) {
-  check_config(config);
-  uint64_t total = 0;
-  for (const auto& c : chunks) total += c.num_blocks;
-  if (!chunks.empty() && chunks.size() <= kMaxChunks && total != config.num_blocks)
-    throw Error("PagedKvCache over the application's memory: the chunks hold " + std::to_string(total) +
-                " blocks, expected config.num_blocks = " + std::to_string(config.num_blocks));
-  return config.num_blocks;
-}
-
 }  // namespace
 
 PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
@@ -135,7 +123,8 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
 }
 
 PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<const KvCacheChunk> chunks)
-    : impl_(detail::shared_impl(ctx)), config_(config), allocator_(num_blocks_of_chunks(config, chunks)) {
+    : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), 0u)) {
+  // (The allocator's host lists are made once the chunks are checked.)
   auto& impl = *impl_;
   block_bytes_ = uint64_t(config.block_size) * config.num_kv_heads * config.head_size * dtype_size(config.dtype);
   auto bad = [](const std::string& what) { throw Error("PagedKvCache over the application's memory: " + what); };
@@ -203,6 +192,7 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<
   }
   if (total != config.num_blocks)
     bad("the chunks hold " + std::to_string(total) + " blocks, expected config.num_blocks = " + std::to_string(config.num_blocks));
+  allocator_ = BlockAllocator(config.num_blocks);
   finish(ctx);
 }
 

@@ -69,6 +69,7 @@ TEST_F(KvCacheMisuse, ChunksOfApplicationMemoryAreCheckedFirst) {
   c.v_address = 1 << 20;
   EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), cfg_, std::span<const KvCacheChunk>(&c, 1)), "chunk 0's K blocks",
                       "run past the end of the address space");
+  c.k_address = 1 << 24;
   const KvCacheConfig huge{.num_blocks = 1u << 30, .block_size = 1, .num_kv_heads = 1, .head_size = 16};
   EXPECT_VKATTN_ERROR(PagedKvCache(ctx(), huge, std::span<const KvCacheChunk>(&c, 1)), "the chunks hold 4 blocks",
                       "expected config.num_blocks = 1073741824");
