@@ -29,6 +29,21 @@ TEST_F(KvCacheMisuse, ACacheMovedFromThrows) {
   const auto value = TensorView::contiguous(kv, DType::f16, {1, 2, 64}, 2 * 64 * 2);
   const auto slot = TensorView::contiguous(slots, DType::i32, {1});
   EXPECT_VKATTN_ERROR(write_kv_cache(ctx(), a, key, value, slot), "write_kv_cache: the cache was moved from");
+  {
+    Buffer meta(ctx(), 64), q(ctx(), 4 * 64 * 2), out(ctx(), 4 * 64 * 2);
+    const int32_t words[] = {0, 1, 1, 0};   // query_start_loc {0, 1}, seq_lens {1}, block_table {0}
+    meta.upload(words, sizeof words);
+    const PagedAttentionPlan plan(ctx(), cfg_, 4, DType::f16, PagedAttentionLimits{1, 1, 1, 16});
+    PagedAttentionArgs pa;
+    pa.q = TensorView::contiguous(q, DType::f16, {1, 4, 64});
+    pa.out = TensorView::contiguous(out, DType::f16, {1, 4, 64});
+    pa.batch.query_start_loc = TensorView::contiguous(meta, DType::i32, {2});
+    pa.batch.seq_lens = TensorView::contiguous(meta, DType::i32, {1}, 8);
+    pa.batch.block_table = TensorView::contiguous(meta, DType::i32, {1, 1}, 12);
+    pa.params.scale = 0.125f;
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, a, pa), "paged_attention: the cache was moved from");
+    EXPECT_NO_THROW(paged_attention(ctx(), plan, b, pa));
+  }
   EXPECT_NO_THROW(write_kv_cache(ctx(), b, key, value, slot));
   a = std::move(b);   // assigned again: usable; b is now the one moved from
   EXPECT_NO_THROW(a.read_blocks(KvPart::key, 0, 1));
@@ -43,6 +58,8 @@ TEST_F(KvCacheMisuse, LookupsOutsideTheBlockOrTheCacheAreErrors) {
   EXPECT_VKATTN_ERROR(c.element_in_block(KvPart::key, 0, 0, 0xFFFFFFFFu), "dim = 4294967295", "below 64");
   EXPECT_VKATTN_ERROR(c.element_in_block(static_cast<KvPart>(7), 0, 0, 0), "KvPart(7)");
   EXPECT_VKATTN_ERROR(c.read_blocks(static_cast<KvPart>(7), 0, 1), "read_blocks", "KvPart(7)");
+  std::vector<uint8_t> block(c.block_bytes());
+  EXPECT_VKATTN_ERROR(c.write_blocks(static_cast<KvPart>(7), 0, block), "write_blocks", "KvPart(7)");
   // The range is checked before the host copy of 2^32 - 1 blocks would be made.
   EXPECT_VKATTN_ERROR(c.read_blocks(KvPart::key, 0, 0xFFFFFFFFu), "blocks [0, 4294967295) are outside the cache of 4 blocks");
   EXPECT_VKATTN_ERROR(c.chunk(c.num_chunks()), "chunk 1 is outside the cache's 1 chunks");

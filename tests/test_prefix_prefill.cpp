@@ -316,6 +316,12 @@ TEST_F(PrefixPrefillSmall, NoTokensRunWithoutAWorkspace) {
   EXPECT_NO_THROW(ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); }));
 }
 
+// Its workspace limit is named by its own options, not paged_attention's.
+TEST_F(PrefixPrefillSmall, WorkspaceLimitNamesItsOwnOptions) {
+  EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, PagedAttentionLimits{1, 1u << 30, 0, 0}),
+                      "prefix_prefill:", "PrefixPrefillOptions::workspace_bytes");
+}
+
 TEST_F(PrefixPrefillSmall, FusedWriteIsCheckedWholeBeforeAnythingIsRecorded) {
   const auto p = plan();
   Buffer workspace(ctx(), p.attention().workspace_bytes());

@@ -139,11 +139,8 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
     if (v->stride(1) >= (1 << 16))
       fail(std::string(name) + " stride 1 (between heads) = " + std::to_string(v->stride(1)) +
            " elements is not supported: expected below 65536 (a token-major layout [tokens, heads, head_size])");
-  if (a.slot_mapping) {   // the fused write's checks, before anything is recorded
-    check_view(kOp, "slot_mapping", *a.slot_mapping, {DType::i32, DType::i64}, {T}, {"num_tokens"});
-    check_strides(kOp, "slot_mapping", *a.slot_mapping);
-    check_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, kOp);
-  }
+  std::optional<CheckedWrite> write;   // the fused write, checked before anything is recorded
+  if (a.slot_mapping) write = check_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, kOp);
   const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"},
                                {a.workspace ? &*a.workspace : nullptr, "workspace"}};
   const NamedView news[] = {{&a.key, "key"}, {&a.value, "value"}, {a.slot_mapping ? &*a.slot_mapping : nullptr, "slot_mapping"}};
@@ -155,7 +152,7 @@ void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& c
   // The fused write: write_kv_cache's kernel, beside the attention (no
   // barrier: it writes the new tokens' slots, the attention reads the
   // context's).
-  if (a.slot_mapping) record_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, cmd, ReportingOp::prefix_prefill);
+  if (write) record_write_kv_cache(ctx, cache, a.key, a.value, *a.slot_mapping, *write, cmd, ReportingOp::prefix_prefill);
 }
 
 void prefix_prefill(Context& ctx, const PrefixPrefillPlan& plan, PagedKvCache& cache, const PrefixPrefillArgs& args) {

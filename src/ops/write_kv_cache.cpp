@@ -44,7 +44,7 @@ void prepare_write_kv_cache(Context& ctx, const KvCacheConfig& cache, DType inpu
   for (bool vector_loads : {true, false}) pipeline(impl, ctx.path_for(kOp), cache, input, slots, vector_loads);
 }
 
-void detail::check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const TensorView& key, const TensorView& value,
+detail::CheckedWrite detail::check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const TensorView& key, const TensorView& value,
                                   const TensorView& slot_mapping, std::string_view op) {
   auto& impl = ctx.impl();
   impl.check_usable(op);
@@ -62,23 +62,20 @@ void detail::check_write_kv_cache(Context& ctx, const PagedKvCache& cache, const
   check_strides(op, "slot_mapping", slot_mapping);
   const NamedView inputs[] = {{&key, "key"}, {&value, "value"}, {&slot_mapping, "slot_mapping"}};
   check_apart_from_cache(op, inputs, cache, "an input must not share memory with the cache it writes");
-  // The bindings' own checks (buffer, Context, bounds, the storage range).
-  for (auto [name, v] : {std::pair{"key", &key}, std::pair{"value", &value}, std::pair{"slot_mapping", &slot_mapping}})
-    bind_view(impl, *v, op, name);
+  // The bindings, with their own checks (buffer, Context, bounds, the storage range).
+  return {bind_view(impl, key, op, "key"), bind_view(impl, value, op, "value"), bind_view(impl, slot_mapping, op, "slot_mapping")};
 }
 
 void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
-                                   const TensorView& slot_mapping, VkCommandBuffer cmd, ReportingOp op) {
+                                   const TensorView& slot_mapping, const CheckedWrite& checked, VkCommandBuffer cmd,
+                                   ReportingOp op) {
   auto& impl = ctx.impl();
-  check_write_kv_cache(ctx, cache, key, value, slot_mapping, kOp);
   if (!cmd) throw Error("write_kv_cache: the command buffer is VK_NULL_HANDLE");
   const auto& c = cache.config();
   const int64_t n = key.shape[0];
   if (n == 0) return;
 
-  BoundView k = bind_view(impl, key, kOp, "key");
-  BoundView v = bind_view(impl, value, kOp, "value");
-  BoundView s = bind_view(impl, slot_mapping, kOp, "slot_mapping");
+  const BoundView &k = checked.key, &v = checked.value, &s = checked.slot_mapping;
   // 16-byte loads need every row of 8 elements to start on a 16-byte word of the binding.
   const uint32_t vec_elems = 16 / static_cast<uint32_t>(dtype_size(key.dtype));
   auto aligned = [&](const BoundView& b, const TensorView& t) {
@@ -108,7 +105,8 @@ void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const Tens
 
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
                     const TensorView& slot_mapping, VkCommandBuffer cmd) {
-  detail::record_write_kv_cache(ctx, cache, key, value, slot_mapping, cmd, ReportingOp::write_kv_cache);
+  const auto checked = detail::check_write_kv_cache(ctx, cache, key, value, slot_mapping, kOp);
+  detail::record_write_kv_cache(ctx, cache, key, value, slot_mapping, checked, cmd, ReportingOp::write_kv_cache);
 }
 
 void write_kv_cache(Context& ctx, PagedKvCache& cache, const TensorView& key, const TensorView& value,
