@@ -55,6 +55,7 @@ function(vkattn_add_block_sparse_variant)
     set(id "${V_NAME}_${kernel}__${path}")
     set(spv "${dir}/${id}.spv")
     set(cpp "${dir}/${id}.cpp")
+    set(dep "${dir}/${id}.d")   # the headers it includes: a variant is rebuilt when vkattn's change
     set(validate "")
     if(VKATTN_SPIRV_VAL)
       set(validate COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.3 "${spv}")
@@ -62,10 +63,12 @@ function(vkattn_add_block_sparse_variant)
     add_custom_command(
       OUTPUT "${cpp}"
       COMMAND ${VKATTN_GLSLANG} -V --quiet --target-env vulkan1.3 -DVKATTN_PATH=${path_${path}} -DVKA_OP_BLOCK_SPARSE=1
-              -DVKA_MOD=1 ${extra} -I${dir}/vka_mod -I${VKATTN_SHADER_DIR}/include -o "${spv}" "${VKATTN_SHADER_DIR}/${source}"
+              -DVKA_MOD=1 ${extra} -I${dir}/vka_mod -I${VKATTN_SHADER_DIR}/include --depfile "${dep}" -o "${spv}"
+              "${VKATTN_SHADER_DIR}/${source}"
       ${validate}
       COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DOUT=${cpp} -DSYMBOL=vkattn_variant_${id} -P ${VKATTN_EMBED_SCRIPT}
       DEPENDS "${dir}/vka_mod/vka_mod.glsl" "${VKATTN_SHADER_DIR}/${source}" ${VKATTN_EMBED_SCRIPT}
+      DEPFILE "${dep}"
       COMMENT "SPIR-V block-sparse variant ${V_NAME}: ${kernel} (${path})"
       VERBATIM)
     string(APPEND decls "extern const unsigned char vkattn_variant_${id}[];\nextern const std::size_t vkattn_variant_${id}_size;\n")

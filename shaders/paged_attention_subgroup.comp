@@ -57,8 +57,13 @@ const uint DT = PA_HEAD_SIZE / 16u;        // 16-wide slices of the head
 const uint SG = PA_SUBGROUP_SIZE;
 const uint NW = PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE;   // subgroups
 const uint BM = PA_BM;                     // rows: 8 (decode, GQA <= 8) or 16
-const uint LPR = PA_SUBGROUP_SIZE / PA_BM; // lanes per row of a 16-key tile
-const uint CPL = 16u / LPR;                // keys each lane owns in the softmax
+// The rows an item has at most (abi/paged_attention.h): 4 for decode with GQA
+// 4. The softmax maps the lanes to these rows only, so that with GQA 4 each
+// lane takes 2 keys of a tile rather than 4 (8-row tiles) or 8 (16-row
+// tiles): the softmax is the serial part of every tile.
+const uint TR = PA_TILE_ROWS;
+const uint LPR = PA_SUBGROUP_SIZE / TR;    // lanes per row of a 16-key tile
+const uint CPL = 16u / LPR;                // keys each lane owns in the softmax (even: the host's TR)
 const uint CPL_MAX = 16u;
 
 // A 16-key tile that starts at a multiple of 16 lies in one block.
@@ -99,24 +104,26 @@ const bool PREFETCH = PPL <= 8u;
 
 // Rows of shared tiles are padded by 16 bytes: with rows of 256 bytes (head
 // size 128), the 8 rows a matrix load reads at once would share memory banks.
-const uint Q_STRIDE = PA_HEAD_SIZE + 8u;          // halves
-const uint ROW_VEC4 = PA_HEAD_SIZE / 8u + 1u;     // uvec4s per staged K/V row
-const uint TILE_VEC4 = 16u * (PA_HEAD_SIZE / 8u + 1u);   // per subgroup
-shared ELEM q_tile[16 * (PA_HEAD_SIZE + 8u)];   // q as given; the scale applies to S in f32
-// Per subgroup, a [16 keys][head_size] K or V tile of ELEMs; at the end, the
-// subgroups' O (f32) for the merge. uvec4: 16-byte stores.
-const uint STAGE_VEC4 = (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) >= 2u
-    ? (PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * (PA_HEAD_SIZE / 8u + 1u) : 4u * PA_HEAD_SIZE;
-shared uvec4 stage[STAGE_VEC4];
+const uint ROW_VEC4 = PA_SUBGROUP_ROW_VEC4(PA_HEAD_SIZE);   // uvec4s per staged Q, K or V row
+const uint TILE_VEC4 = 16u * ROW_VEC4;                      // per subgroup
+// Q's TR rows as given (the scale applies to S in f32), then per subgroup a
+// [16 keys][head_size] K or V tile of ELEMs; at the end, the subgroups' O
+// (f32) for the merge. uvec4: 16-byte stores. Q^T's matrix loads read BM
+// columns: those past TR read the first tile, which reaches only S^T's
+// columns of rows no item has.
+const uint TILES_AT = TR * ROW_VEC4;
+shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS)];
 // The subgroups' O ([rows][head_size] f32 each) are merged in one step where
 // each fits its subgroup's staging tile (8-row tiles; 16 rows take turns).
 const bool MERGE_IN_ONE_STEP = BM * D <= 4u * TILE_VEC4;
 // S and P tiles are sized by the rows (16 keys x 8 or 16): with 8-row tiles
 // 8 subgroups fit 48 KiB at head size 128, and on an H200 a 2-subgroup
-// workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster.
-const uint ST = 16u * PA_BM;   // elements of a subgroup's S or P tile
-shared float s_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * PA_BM];       // per subgroup: S [row][key]
-shared ELEM p_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u * PA_BM];   // per subgroup: P [row][key]
+// workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster. Per
+// subgroup: S^T as [row][key] f32, and P^T as [row][key] ELEM pairs, in S's
+// rows past TR where they are free (abi/paged_attention.h).
+const uint SP = PA_SUBGROUP_SP_WORDS(PA_BM, PA_TILE_ROWS);   // words per subgroup
+const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * PA_BM;
+shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * PA_SUBGROUP_SP_WORDS(PA_BM, PA_TILE_ROWS)];
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
@@ -188,11 +195,11 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= TILE_PIECES) continue;
     if (WIDE) {   // 16 fp8 values: two staged pieces
-      const uint at = warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4 + (c % (D / 16u)) * 2u;
+      const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4 + (c % (D / 16u)) * 2u;
       stage[at] = elem8_from_raw(uvec4(raw[i].xy, 0u, 0u));
       stage[at + 1u] = elem8_from_raw(uvec4(raw[i].zw, 0u, 0u));
     } else {
-      stage[warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
+      stage[TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
     }
   }
 }
@@ -205,7 +212,7 @@ bool zero_staged_nonfinite(uint warp) {
   for (uint i = 0; i < STAGED_PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
-    const uint at = warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
+    const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
     const uvec4 h = stage[at], f = elem8_finite_or_zero(h);
     if (f != h) {
       stage[at] = f;
@@ -241,8 +248,11 @@ void main() {
   }
   const uint tid = gl_LocalInvocationIndex;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const PaItem it = pa_load_item(item);
+  PaItem it = pa_load_item(item);
   if (!it.valid) return;   // the same for the whole workgroup
+  // Only a replay plan's batch beyond its limits has more (the check reports
+  // it): those rows are left out.
+  it.row_count = min(it.row_count, TR);
   // Tiles start at multiples of 16 (a tile is then inside one block); keys
   // before kv_begin belong to another segment or lie outside the window.
   const int a0 = it.kv_begin & ~15;
@@ -253,10 +263,11 @@ void main() {
   int seen_lo, seen_hi;
   seen_by_every_row(it, seen_lo, seen_hi);
 
-  for (uint i = tid; i < BM * D; i += PA_WORKGROUP_SIZE) {
-    const uint bits = pa_q_bits(it, i / D, i % D);
-    // q's dtype is the element type: its bits go in unchanged.
-    q_tile[(i / D) * Q_STRIDE + i % D] = elem_from_bits(uint16_t(bits));
+  for (uint i = tid; i < TR * D / 8u; i += PA_WORKGROUP_SIZE) {
+    const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
+    uvec4 h;   // q's dtype is the element type: its bits go in unchanged
+    [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = pa_q_bits(it, r, d + 2u * e) | (pa_q_bits(it, r, d + 2u * e + 1u) << 16);
+    stage[r * ROW_VEC4 + d / 8u] = h;
   }
   pa_load_chunk_bases();
   barrier();
@@ -284,11 +295,11 @@ void main() {
       if (j >= DT) continue;
       MatA ka;   // K, head slice j: keys x 16
       MatB qb;   // Q^T, head slice j: 16 x rows
-      coopMatLoad(ka, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(qb, q_tile, 16u * j, Q_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(ka, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(qb, stage, 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
       s = coopMatMulAdd(ka, qb, s);
     }
-    coopMatStore(s, s_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // s_tile[row][key]
+    coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     stage_tile(it, k0, entry, true, vraw, warp);
     // (Its writes are ordered before P V's loads by the sync after the softmax.)
     if (partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
@@ -306,7 +317,7 @@ void main() {
       const int k_pos = k0 + int(my_c0 + c);
       // The scale and the row's position are read here, not held through the
       // loop: 2 registers fewer (168 on an H200, which fits 12 subgroups per SM).
-      const float sc = s_tile[warp * ST + my_row * 16u + my_c0 + c] * pa_score_scale(it);
+      const float sc = uintBitsToFloat(sp_tile[warp * SP + my_row * 16u + my_c0 + c]) * pa_score_scale(it);
       const int q_pos = row_qpos[my_row];
       x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
       tile_max = max(tile_max, x[c]);
@@ -314,11 +325,11 @@ void main() {
     for (uint off = 1u; off < LPR; off <<= 1) tile_max = max(tile_max, subgroupShuffleXor(tile_max, off));
     const float alpha = vka_softmax_rescale(m, l, tile_max);
     float sum = 0.0;
-    [[unroll]] for (uint c = 0; c < CPL_MAX; ++c) {
+    [[unroll]] for (uint c = 0; c < CPL_MAX; c += 2u) {
       if (c >= CPL) break;
-      const ELEM p = ELEM(vka_exp_diff(x[c], m));
-      p_tile[warp * ST + my_row * 16u + my_c0 + c] = p;
-      sum += float(p);   // the rounded P that P V uses
+      const float p0 = float(ELEM(vka_exp_diff(x[c], m))), p1 = float(ELEM(vka_exp_diff(x[c + 1u], m)));
+      sp_tile[warp * SP + P_AT + (my_row * 16u + my_c0 + c) / 2u] = elem_pair_bits(p0, p1);
+      sum += p0 + p1;   // the rounded P that P V uses
     }
     for (uint off = 1u; off < LPR; off <<= 1) sum += subgroupShuffleXor(sum, off);
     l += sum;
@@ -327,7 +338,7 @@ void main() {
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
     MatB pb;   // P^T: keys x rows
-    coopMatLoad(pb, p_tile, warp * ST, 16u, gl_CooperativeMatrixLayoutColumnMajor);
+    coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
     if (rescale) {
       MatC am;   // element (d, r) = alpha of row r
       coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
@@ -336,10 +347,10 @@ void main() {
     }
 #define ADD_PV(j)                                                                                    \
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
-    coopMatLoad(va, stage, warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
+    coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
     o##j = coopMatMulAdd(va, pb, o##j);
     EACH_SLICE(ADD_PV)
-    subgroup_sync();   // s_tile, p_tile and row_scale are read before the next tile writes them
+    subgroup_sync();   // S, P and row_scale are read before the next tile writes them
   }
 
   // Merge the subgroups: rescale each O to the rows' common max, sum in `stage`.
@@ -350,11 +361,11 @@ void main() {
   // Whether the subgroup staged a non-finite V value as 0, in its own S tile
   // (no longer used; no shared variable of its own: see DEVELOPERS.md).
   const bool any_nonfinite = PA_SINGLE_TOKEN_ROWS == 0u && subgroupAny(staged_nonfinite);
-  if (PA_SINGLE_TOKEN_ROWS == 0u && lane == 0u) s_tile[warp * ST] = any_nonfinite ? 1.0 : 0.0;
+  if (PA_SINGLE_TOKEN_ROWS == 0u && lane == 0u) sp_tile[warp * SP] = any_nonfinite ? 1u : 0u;
   barrier();
   bool fix = false;   // the rare path: some subgroup staged one
   if (PA_SINGLE_TOKEN_ROWS == 0u)
-    for (uint w = 0; w < NW; ++w) fix = fix || s_tile[w * ST] != 0.0;
+    for (uint w = 0; w < NW; ++w) fix = fix || sp_tile[w * SP] != 0u;
   PaItem again;   // the whole item, for the rare path only
   if (fix) again = pa_load_item(item);
   float mm = VKA_NEG_INF, ll = 0.0;
@@ -368,7 +379,8 @@ void main() {
   subgroup_sync();
   MatC fm;   // element (d, r) = this subgroup's factor of row r
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-  const PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
+  PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
+  done.row_count = min(done.row_count, TR);
   if (MERGE_IN_ONE_STEP) {
     // Every subgroup stores its scaled O in its own slot, then each
     // invocation sums its elements over the slots: one barrier.

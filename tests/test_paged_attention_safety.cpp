@@ -149,6 +149,34 @@ TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
 }
 
+// The decode kernel's tile (detail::choose_tile): rows as the matrices' N (8
+// where the device has 16x8x16 of the element type, else 16), the rows an
+// item has at most (tile_rows, which its softmax covers), and as many
+// subgroups as its shared memory (PA_SUBGROUP_SHARED_BYTES) allows.
+TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
+  using detail::choose_tile;
+  detail::ScheduleDevice f16, bf16;
+  f16.path = bf16.path = Path::coopmat2;
+  f16.has_16x8x16 = true;    // an H200's f16
+  bf16.has_16x8x16 = false;  // its bf16
+  for (const auto& dev : {f16, bf16}) {
+    const uint32_t n = dev.has_16x8x16 ? 8u : 16u;
+    auto t = choose_tile(dev, 128, 4);   // decode, GQA 4
+    EXPECT_EQ(t.bm, n);
+    EXPECT_EQ(t.rows, 4u);
+    EXPECT_EQ(t.workgroup, 8u * 32u);   // bf16's 16-row tiles fit 8 subgroups too: P lies in S's free rows
+    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows), dev.max_shared_memory);
+    EXPECT_EQ(choose_tile(dev, 128, 1).rows, 4u);   // at least 4: each lane owns 2 keys of a tile
+    EXPECT_EQ(choose_tile(dev, 128, 5).rows, 8u);   // GQA 5
+    t = choose_tile(dev, 128, 40);                  // several tokens' rows: the whole tile
+    EXPECT_EQ(t.bm, 16u);
+    EXPECT_EQ(t.rows, 16u);
+    EXPECT_EQ(t.workgroup, 4u * 32u);   // S and P apart: 8 subgroups do not fit 48 KiB
+  }
+  EXPECT_EQ(abi::subgroup_tile_rows(16, 4, 64), 8u);    // subgroups of 64: 8 lanes per row at most
+  EXPECT_EQ(abi::subgroup_tile_rows(8, 16, 32), 8u);    // never past the tile
+}
+
 // An H200's scheduling figures on the coopmat2 path (132 SMs, the prefill kernel).
 static detail::ScheduleDevice h200_coopmat2() {
   detail::ScheduleDevice dev;

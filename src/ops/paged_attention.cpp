@@ -103,15 +103,16 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
 }
 
 // Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
-abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t bn, uint32_t workgroup,
-                                  bool one_tile_per_seq, bool single_token_rows, const PagedAttentionVariant& v,
-                                  uint32_t subgroup_size) {
+abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t tile_rows, uint32_t bn,
+                                  uint32_t workgroup, bool one_tile_per_seq, bool single_token_rows,
+                                  const PagedAttentionVariant& v, uint32_t subgroup_size) {
   abi::PagedAttentionSpec spec;
   spec.PA_HEAD_SIZE = p.cache.head_size;
   spec.PA_BLOCK_SIZE = p.cache.block_size;
   spec.PA_NUM_KV_HEADS = p.cache.num_kv_heads;
   spec.PA_GQA = p.num_q_heads / p.cache.num_kv_heads;
   spec.PA_BM = bm;
+  spec.PA_TILE_ROWS = tile_rows;
   spec.PA_BN = bn;
   spec.PA_WORKGROUP_SIZE = workgroup;
   spec.PA_CACHE_DTYPE = static_cast<uint32_t>(p.cache.dtype);
@@ -134,10 +135,11 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
 // The decode kernel's and the prefill kernel's specialisations for a plan.
 abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t subgroup_size) {
   const auto& sch = p.schedule;
-  return main_spec(p, sch.bm, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v, subgroup_size);
+  return main_spec(p, sch.bm, sch.tile_rows, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
+                   subgroup_size);
 }
 abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
-  return main_spec(p, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
+  return main_spec(p, pre.bm, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
 }
 
 const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
@@ -321,8 +323,9 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
     if (rows && rows < gqa) continue;
     const Tile t = choose_tile(dev, cache.head_size, rows);
     for (uint32_t w = p.path == Path::scalar ? t.workgroup : dev.subgroup_size; w <= t.workgroup; w *= 2)
-      if (std::none_of(tiles.begin(), tiles.end(), [&](const Tile& u) { return u.bm == t.bm && u.bn == t.bn && u.workgroup == w; }))
-        tiles.push_back({t.bm, t.bn, w});
+      if (std::none_of(tiles.begin(), tiles.end(),
+                       [&](const Tile& u) { return u.bm == t.bm && u.bn == t.bn && u.workgroup == w && u.rows == t.rows; }))
+        tiles.push_back({t.bm, t.bn, w, t.rows});
   }
   for (const Tile& t : tiles)
     for (bool one_tile : {true, false}) check_pipeline(impl, p, t.bm, one_tile);
@@ -330,7 +333,8 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
     for (const Tile& t : tiles)
       for (bool one_tile : {true, false})
         for (bool single_token : {true, false})
-          main_pipeline(impl, p.path, main_spec(p, t.bm, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
+          main_pipeline(impl, p.path,
+                        main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
     for (uint32_t segments : {2u, kRowParallelSegments + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
   }
   // The prefill kernel, where a plan may route sequences to it. Which rows

@@ -43,13 +43,10 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     // Rows are the matrices' N: 8 where the device has 16x8x16 (decode with
     // GQA <= 8 then carries half the accumulators), else 16.
     const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
-    auto bytes = [&](uint32_t nw) {
-      return 2u * 16 * (head_size + 8) + std::max(nw * 16 * (head_size / 8 + 1) * 16, 64 * head_size) +
-             nw * (16 * bm * 4 + 16 * bm * 2 + 3 * 64u) + 128u + 64u + 1024u;
-    };
+    const uint32_t rows = abi::subgroup_tile_rows(bm, max_rows, sg);
     uint32_t nw = 8;
-    while (nw > 1 && bytes(nw) > dev.max_shared_memory) nw /= 2;
-    return {bm, 16, nw * sg};
+    while (nw > 1 && PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows) > dev.max_shared_memory) nw /= 2;
+    return {bm, 16, nw * sg, rows};
   }
   // Scalar: the largest tile whose shared memory fits the device.
   auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases
@@ -69,7 +66,7 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   // row state): head size 16 with one row made 16 invocations for 32-key
   // tiles, and half the addresses were never set.
   while (bn > wg) bn /= 2;
-  return {bm, bn, wg};
+  return {bm, bn, wg, bm};
 }
 
 uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
@@ -231,6 +228,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   const Tile tile = choose_tile(dev, p.head_size, decode_rows);
   s.bm = tile.bm;
   s.bn = tile.bn;
+  s.tile_rows = tile.rows;
   s.workgroup = s.max_workgroup = tile.workgroup;
   s.one_tile_per_seq = decode_rows <= tile.bm;
   // The kernels compute token * GQA in 32 bits.

@@ -47,6 +47,7 @@ struct PrefillSchedule {
 
 struct Schedule {
   uint32_t bm = 0, bn = 0;         // rows per q tile, keys per KV tile
+  uint32_t tile_rows = 0;          // rows a q tile holds at most (<= bm)
   uint32_t workgroup = 0;          // invocations of the attention kernel
   uint32_t max_workgroup = 0;      // the most the tile's shared memory allows (matrix paths)
   bool one_tile_per_seq = false;   // every sequence's rows fit one q tile (tile index = sequence)
@@ -69,6 +70,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& device, const SchedulePr
 // packed rows (query tokens x GQA heads) per sequence.
 struct Tile {
   uint32_t bm, bn, workgroup;
+  uint32_t rows = 0;   // the decode kernel's: rows an item has at most (abi::subgroup_tile_rows); else bm
 };
 Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
 

@@ -80,7 +80,8 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
   X(17, PA_SUBGROUP_SIZE, 32)    /* paged_attention_subgroup.comp */ \
   X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
   X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
-  X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */
+  X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */ \
+  X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -133,6 +134,36 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
    16u /* flags */ +                                                                                          \
    1024u /* paged_attention_io.glsl's chunk bases */)
+
+// paged_attention_subgroup.comp (the decode kernel, matrix paths). Its tiles
+// have BM rows, the matrices' N (8 or 16), but an item of a plan whose
+// sequences have at most max_rows packed rows has at most TR of them: the
+// power of two >= max_rows, at least 4 and SG / 8 (so that each lane owns an
+// even number of a 16-key tile's keys in the softmax), at most BM. Decode with
+// GQA 4 has 4. The softmax covers those TR rows only; the tile's other rows
+// hold whatever shared memory held, which reaches only their own columns of
+// S^T and O^T, rows that are never written. So Q keeps TR rows and, where TR
+// <= BM / 2, P lies in S^T's unused rows.
+#ifdef __cplusplus
+constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t sg) {
+  uint32_t tr = 4;
+  while (tr < max_rows || tr < sg / 8) tr *= 2;
+  return tr < bm ? tr : bm;
+}
+#endif
+#define PA_SUBGROUP_P_IN_S(BM, TR) ((TR) <= (BM) / 2u)
+// 32-bit words of a subgroup's S^T (f32, 16 keys x BM) and P^T (ELEM pairs).
+#define PA_SUBGROUP_SP_WORDS(BM, TR) (16u * (BM) + (PA_SUBGROUP_P_IN_S(BM, TR) ? 0u : 8u * (BM)))
+// uvec4s of the shared `stage`: Q's TR rows (16 bytes of padding each), then
+// each subgroup's 16-key K or V tile, or at the end the subgroups' O.
+#define PA_SUBGROUP_ROW_VEC4(D) ((D) / 8u + 1u)
+#define PA_SUBGROUP_STAGE_VEC4(D, NW, TR)                                                               \
+  ((TR) * PA_SUBGROUP_ROW_VEC4(D) +                                                                     \
+   ((NW) >= 2u ? (NW) * 16u * PA_SUBGROUP_ROW_VEC4(D) : 4u * (D)))
+#define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR)                                                         \
+  (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR) +                 \
+   3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * 16u /* final_m, final_l */ +           \
+   4u * 16u /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \
