@@ -61,7 +61,7 @@ function(vkattn_add_block_sparse_variant)
       set(validate COMMAND ${VKATTN_SPIRV_VAL} --target-env vulkan1.3 "${spv}")
     endif()
     add_custom_command(
-      OUTPUT "${cpp}"
+      OUTPUT "${spv}" "${cpp}"   # the SPIR-V first: glslang's depfile names it
       COMMAND ${VKATTN_GLSLANG} -V --quiet --target-env vulkan1.3 -DVKATTN_PATH=${path_${path}} -DVKA_OP_BLOCK_SPARSE=1
               -DVKA_MOD=1 ${extra} -I${dir}/vka_mod -I${VKATTN_SHADER_DIR}/include --depfile "${dep}" -o "${spv}"
               "${VKATTN_SHADER_DIR}/${source}"

@@ -27,7 +27,7 @@ function(vkattn_add_kernel)
       set(path_define -DVKATTN_PATH=${VKATTN_PATH_${path}})
     endif()
     add_custom_command(
-      OUTPUT "${cpp}"
+      OUTPUT "${spv}" "${cpp}"   # the SPIR-V first: glslang's depfile names it
       COMMAND ${VKATTN_GLSLANG} -V --quiet --target-env ${VKATTN_SPIRV_ENV} ${path_define} ${defines}
               -I${PROJECT_SOURCE_DIR}/shaders/include
               --depfile "${dep}" -o "${spv}" "${CMAKE_CURRENT_SOURCE_DIR}/${K_SOURCE}"
