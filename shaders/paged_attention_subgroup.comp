@@ -115,7 +115,14 @@ const uint TILES_AT = TR * ROW_VEC4;
 shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS)];
 // The subgroups' O ([rows][head_size] f32 each) are merged in one step where
 // each fits its subgroup's staging tile (8-row tiles; 16 rows take turns).
-const bool MERGE_IN_ONE_STEP = BM * D <= 4u * TILE_VEC4;
+// The merge's slots: as many subgroups' O ([BM][head_size] f32, SLOT
+// uvec4s) as `stage` holds store theirs at once, the rest add theirs in
+// later rounds: one round for 8-row tiles, two for 8 subgroups of 16 rows
+// (there, eight rounds of one subgroup each cost bf16 decode up to a fifth
+// of its time at short contexts).
+const uint SLOT = BM * D / 4u;
+const uint STAGE_SLOTS = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS) / SLOT;
+const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
 // S and P tiles are sized by the rows (16 keys x 8 or 16): with 8-row tiles
 // 8 subgroups fit 48 KiB at head size 128, and on an H200 a 2-subgroup
 // workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster. Per
@@ -381,36 +388,27 @@ void main() {
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
   PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
   done.row_count = min(done.row_count, TR);
-  if (MERGE_IN_ONE_STEP) {
-    // Every subgroup stores its scaled O in its own slot, then each
-    // invocation sums its elements over the slots: one barrier.
-#define STORE_OWN(j) coopMatStore(o##j * fm, stage, warp * (BM * D / 4u) + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);
-    EACH_SLICE(STORE_OWN)
-    barrier();
-    for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
-      float o = 0.0;
-      for (uint w = 0; w < NW; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
-      if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
-      pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
-    }
-    return;
-  }
-  for (uint w = 0; w < NW; ++w) {   // one subgroup after another adds its O
-    if (warp == w) {
+  // Round r: subgroups [r * SLOTS, (r + 1) * SLOTS) store their scaled O in
+  // slot warp % SLOTS, or add it to what the slot holds; then each
+  // invocation sums its elements over the slots.
+  for (uint r = 0; r * SLOTS < NW; ++r) {
+    if (warp / SLOTS == r) {
+      const uint at = (warp % SLOTS) * SLOT;
 #define MERGE(j)                                                                    \
       MatC acc = o##j * fm;                                                         \
-      if (w > 0u) {                                                                 \
+      if (r > 0u) {                                                                 \
         MatC prev;                                                                  \
-        coopMatLoad(prev, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor); \
+        coopMatLoad(prev, stage, at + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor); \
         acc = acc + prev;                                                           \
       }                                                                             \
-      coopMatStore(acc, stage, 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);   /* O[r][d] */
+      coopMatStore(acc, stage, at + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);   /* O[r][d] */
       EACH_SLICE(MERGE)
     }
     barrier();
   }
-  for (uint e = tid; e < BM * D; e += PA_WORKGROUP_SIZE) {
-    float o = uintBitsToFloat(stage[e / 4u][e % 4u]);
+  for (uint e = tid; e < TR * D; e += PA_WORKGROUP_SIZE) {   // rows past TR are no item's
+    float o = 0.0;
+    for (uint w = 0; w < SLOTS; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
     if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
     pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
   }
