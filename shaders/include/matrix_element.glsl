@@ -25,17 +25,18 @@ uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
 // Eight cache values as pa_load_raw8 read them, as eight ELEMs: f16 and bf16
 // bits go through unchanged (the cache's type is the element type); e5m2 is
 // f16's top byte, so into f16 it is four byte shifts; e4m3 into f16 is shifts
-// too, giving value * 2^-8 (PA_STAGED_FP8_FACTOR undoes it); other fp8 values
-// are decoded.
+// too, giving value * 2^-8 (PA_STAGED_FP8_FACTOR undoes it). bf16 modules
+// convert those f16 pairs: every fp8 value, and every e4m3 value * 2^-8, is
+// a bf16 normal with at most 4 significant bits, so both steps are exact.
 uvec4 elem8_from_raw(uvec4 raw) {
   uvec4 h = raw;
-  if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2 && !ELEM_IS_BF16) {
+  if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {
     // bytes 0-3 of raw.x and raw.y become four f16 pairs.
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
       h[2u * w] = ((raw[w] & 0xFFu) << 8) | ((raw[w] & 0xFF00u) << 16);
       h[2u * w + 1u] = ((raw[w] >> 8) & 0xFF00u) | (raw[w] & 0xFF000000u);
     }
-  } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 && !ELEM_IS_BF16) {
+  } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3) {
     // e4m3 s.eeee.mmm (bias 7) at bits 7-14 of an f16 s.eeeee.mmmmmmmmmm
     // (bias 15), the exponent field's top bit 0, is value * 2^-8, subnormals
     // included (they become f16 normals or subnormals, exactly). Per byte b
@@ -50,10 +51,12 @@ uvec4 elem8_from_raw(uvec4 raw) {
         h[2u * w + p] = ((t + (t & 0x00800080u)) | (((t & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
       }
     }
-  } else if (PA_FP8_CACHE) {
-    float x[8];
-    pa_decode_raw8(raw, 1.0, x);
-    [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = elem_pair_bits(x[2u * e], x[2u * e + 1u]);
+  }
+  if (PA_FP8_CACHE && ELEM_IS_BF16) {
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      const vec2 f = unpackHalf2x16(h[e]);
+      h[e] = elem_pair_bits(f.x, f.y);
+    }
   }
   return h;
 }

@@ -295,13 +295,10 @@ void pa_decode_key8(bool suffix, uvec4 w, float fp8_scale, out float x[8]) {
   pa_decode_raw8(w, fp8_scale, x);
 }
 
-// The matrix kernels' f16 modules stage an e4m3 cache's values as value *
-// 2^-8 (matrix_element.glsl: f16 bits by shifts, exact); their scales undo it.
-#if PA_MATRIX_BF16
-const float PA_STAGED_FP8_FACTOR = 1.0;
-#else
+// The matrix kernels stage an e4m3 cache's values as value * 2^-8
+// (matrix_element.glsl: f16 bits by shifts, exact, and in bf16 modules
+// those converted exactly); their scales undo it.
 const float PA_STAGED_FP8_FACTOR = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? 256.0 : 1.0;
-#endif
 
 // The factors an item's scores and values take in the matrix kernels: the
 // softmax scale, and an fp8 cache's k_scale and v_scale (the suffix's keys
