@@ -70,6 +70,16 @@ uint64_t block_bytes_of(const KvCacheConfig& c) {
   return uint64_t(c.block_size) * c.num_kv_heads * c.head_size * dtype_size(c.dtype);
 }
 
+// A cache of its own is cut into chunks of as many blocks as the largest
+// buffer holds (block_bytes <= max_chunk_bytes: num_blocks_that_fit).
+struct OwnChunks {
+  uint32_t blocks_per_chunk, count;
+};
+OwnChunks own_chunks(const detail::ContextImpl& impl, const KvCacheConfig& config) {
+  const auto per = static_cast<uint32_t>(std::min<uint64_t>(impl.max_chunk_bytes() / block_bytes_of(config), config.num_blocks));
+  return {per, per ? (config.num_blocks + per - 1) / per : 0};
+}
+
 // A cache of its own: whether it fits the device's memory, buffers and chunk
 // table. Before anything is allocated, host memory included (the block
 // allocator's lists grow with num_blocks).
@@ -85,8 +95,7 @@ uint32_t num_blocks_that_fit(const detail::ContextImpl& impl, const KvCacheConfi
   if (block_bytes > max_chunk)
     throw Error("PagedKvCache: one block takes " + std::to_string(block_bytes) + " bytes, more than the largest buffer (" +
                 std::to_string(max_chunk) + " bytes); use a smaller block_size");
-  const uint64_t per_chunk = std::min<uint64_t>(max_chunk / block_bytes, config.num_blocks);
-  const uint64_t n = (config.num_blocks + per_chunk - 1) / per_chunk;
+  const uint32_t n = own_chunks(impl, config).count;
   if (n > kMaxChunks)
     throw Error("PagedKvCache: " + std::to_string(total) + " bytes need " + std::to_string(n) +
                 " chunks of at most " + std::to_string(max_chunk) + " bytes; the kernels address at most " +
@@ -100,9 +109,9 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config)
     : impl_(detail::shared_impl(ctx)), config_(config), allocator_(num_blocks_that_fit(*impl_, config)) {
   auto& impl = *impl_;
   block_bytes_ = block_bytes_of(config);
-  const uint64_t max_chunk = impl.max_chunk_bytes();
-  blocks_per_chunk_ = static_cast<uint32_t>(std::min<uint64_t>(max_chunk / block_bytes_, config.num_blocks));
-  const uint32_t n = (config.num_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_;
+  const OwnChunks own = own_chunks(impl, config);
+  blocks_per_chunk_ = own.blocks_per_chunk;
+  const uint32_t n = own.count;
   for (uint32_t i = 0; i < n; ++i) {
     KvCacheChunk c;
     c.num_blocks = std::min(blocks_per_chunk_, config.num_blocks - i * blocks_per_chunk_);

@@ -147,9 +147,9 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
                   " row " + std::to_string(a) + " entry " + std::to_string(b & 0x7FFFFFFFu) + " = " + std::to_string(static_cast<int32_t>(c)) +
                   " on the device is not a kv block (expected 0 <= index < ceil(Lkv / kv_block_size)); that block was skipped");
     case abi::STATUS_BLOCK_MASK_COUNT:
-      throw Error(who + "the block mask's row " + std::to_string(a) + " lists " +
-                  std::to_string(static_cast<int32_t>(c)) + " blocks on the device (expected 0 to kv_blocks = " + std::to_string(b) +
-                  "); the count was clamped");
+      throw Error(who + "the block mask's " + (a >> 31 ? "full_kv_num_blocks" : "kv_num_blocks") + " row " +
+                  std::to_string(a & 0x7FFFFFFFu) + " = " + std::to_string(static_cast<int32_t>(c)) +
+                  " on the device (expected 0 to kv_blocks = " + std::to_string(b) + "); the count was clamped");
     case abi::STATUS_SUBGROUP_SIZE:
       throw Error(who + "the driver ran a kernel with subgroups of " + std::to_string(a) +
                   " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "runners/block_sparse_runner.hpp"
@@ -505,7 +506,7 @@ TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {
   const std::pair<std::vector<int32_t>, const char*> bad[] = {
       {{1, 5}, "kv_indices row 0 entry 0 = 5 on the device is not a kv block"},
       {{1, -3}, "kv_indices row 0 entry 0 = -3"},
-      {{7, 0}, "row 0 lists 7 blocks on the device (expected 0 to kv_blocks = 1)"}};
+      {{7, 0}, "kv_num_blocks row 0 = 7 on the device (expected 0 to kv_blocks = 1)"}};
   for (const auto& [words, message] : bad) {
     meta_.upload(words.data(), words.size() * 4);
     EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a_), message);
@@ -513,6 +514,30 @@ TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {
   const int32_t good[] = {1, 0};
   meta_.upload(good, sizeof good);
   block_sparse_attention(ctx(), a_);   // the status was reset: a good run passes
+  // The full lists' count names the full list.
+  auto a = a_;
+  const int32_t full[] = {0, 0, -2, 0};   // no partial block; full_kv_num_blocks -2
+  meta_.upload(full, sizeof full);
+  a.mask.full_kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {1, 1, 1}, 8);
+  a.mask.full_kv_indices = TensorView::contiguous(meta_, DType::i32, {1, 1, 1, 1}, 12);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_num_blocks row 0 = -2 on the device");
+}
+
+// A slope that is not finite makes its head's output meaningless: reported,
+// as paged_attention reports it.
+TEST_F(BlockSparseSmall, NonFiniteAlibiSlopesAreReported) {
+  Buffer slopes(ctx(), 256);
+  auto a = a_;
+  a.mods.score = kScoreAlibi;
+  a.values.alibi_slopes = TensorView::contiguous(slopes, DType::f32, {H});
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    const float words[] = {0.5f, bad};
+    slopes.upload(words, sizeof words);
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "alibi_slopes[1] =", "is not finite");
+  }
+  const float fine[] = {0.5f, 0.25f};
+  slopes.upload(fine, sizeof fine);
+  block_sparse_attention(ctx(), a);
 }
 
 }  // namespace

@@ -75,6 +75,13 @@ std::vector<Combo> combos() {
     add("mixed_h4x4_d64_f16_nhd_bs16_qqbias_softcap_lse", c);
   }
   {
+    // A softcap far above the logits: tanh's argument near 0, where its exp
+    // form cancels (vka_tanh).
+    auto c = make(kMixed, 4, 2, 64, 16, DType::f16, KvLayout::nhd, 107);
+    c.softcap = 2e6f;
+    add("mixed_h4x2_d64_f16_nhd_bs16_softcap2e6", c);
+  }
+  {
     auto c = make(kMixed, 8, 2, 80, 48, DType::fp8_e4m3, KvLayout::split, 102);
     c.out_dtype = DType::f32;
     c.alibi = true;

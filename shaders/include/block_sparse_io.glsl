@@ -57,10 +57,11 @@ uint bs_q_block() { return pc.block_sizes & 0xFFFFu; }
 uint bs_kv_block() { return pc.block_sizes >> 16; }
 uint bs_kv_block_count() { return (pc.kv_len + bs_kv_block() - 1u) / bs_kv_block(); }
 
-// A block count as the lists hold it, kept within [0, kv_blocks] (reported otherwise).
-int bs_checked_count(int n, uint row) {
+// A block count as the lists hold it, kept within [0, kv_blocks] (reported
+// otherwise, the row | 2^31 for the full list's count).
+int bs_checked_count(int n, uint row, bool full) {
   if (n < 0 || uint(n) > pc.kv_blocks) {
-    vka_report(STATUS_BLOCK_MASK_COUNT, row, pc.kv_blocks, uint(n));
+    vka_report(STATUS_BLOCK_MASK_COUNT, full ? row | 0x80000000u : row, pc.kv_blocks, uint(n));
     return clamp(n, 0, int(pc.kv_blocks));
   }
   return n;
@@ -83,9 +84,9 @@ PaItem pa_load_item(uint wg) {
   const uint qb = it.row_start / bs_q_block();   // the host keeps PA_BM dividing q_block
   const uint row = ((it.b % sz) * sh + it.h % sh) * pc.q_blocks + qb;
   it.list = row * pc.kv_blocks;
-  it.partial = it.valid ? bs_checked_count(bs_kv_num_blocks[bs_view_offset(BS_BINDING_KV_NUM_BLOCKS - 1u) + row], row) : 0;
+  it.partial = it.valid ? bs_checked_count(bs_kv_num_blocks[bs_view_offset(BS_BINDING_KV_NUM_BLOCKS - 1u) + row], row, false) : 0;
   it.full = it.valid && (pc.flags & BS_FLAG_FULL_BLOCKS) != 0u
-                ? bs_checked_count(bs_full_num_blocks[bs_view_offset(BS_BINDING_FULL_NUM_BLOCKS - 1u) + row], row)
+                ? bs_checked_count(bs_full_num_blocks[bs_view_offset(BS_BINDING_FULL_NUM_BLOCKS - 1u) + row], row, true)
                 : 0;
   return it;
 }
@@ -194,6 +195,10 @@ void pa_decode_key8(bool suffix, uvec4 w, float unused_scale, out float x[8]) { 
 void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
   if (r >= it.row_count) return;
   const uint q = it.row_start + r;
+  if (d == 0u && r == 0u && (BS_SCORE_MODS & BS_SCORE_ALIBI) != 0u) {   // once per item: its head's slope
+    const float slope = bs_alibi[bs_view_offset(BS_BINDING_ALIBI - 1u) + it.h];
+    if (isnan(slope) || isinf(slope)) vka_report(STATUS_PARAMETER, 0u, it.h, floatBitsToUint(slope));
+  }
   float factor, lse;
   vka_softmax_finish(m, l, false, VKA_NEG_INF, factor, lse);
   const uint at = bs_view_offset(BS_BINDING_OUT - 1u) + it.b * pc.out_batch_stride + it.h * pc.out_head_stride +
