@@ -310,15 +310,12 @@ void main() {
       if (whole) s##c = s##c * g_scale;                                                             \
       else coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
       EACH_KEY_SLICE(LOGITS)
-      MatS tile_max;
-      coopMatReduceNV(tile_max, s0, gl_CooperativeMatrixReduceRowNV, cm_max);
-#define ROW_MAX(c)                                                                                  \
-      if (c > 0) {                                                                                  \
-        MatS part;                                                                                  \
-        coopMatReduceNV(part, s##c, gl_CooperativeMatrixReduceRowNV, cm_max);                       \
-        coopMatPerElementNV(tile_max, tile_max, cm_max2, part);                                     \
-      }
-      EACH_KEY_SLICE(ROW_MAX)
+      // The row max: the slices' element-wise max, then one row reduction
+      // (a reduction per slice crosses lanes once per slice).
+      MatS tile_max = s0;
+#define ELEMENT_MAX(c) if (c > 0) coopMatPerElementNV(tile_max, tile_max, cm_max2, s##c);
+      EACH_KEY_SLICE(ELEMENT_MAX)
+      coopMatReduceNV(tile_max, tile_max, gl_CooperativeMatrixReduceRowNV, cm_max);
       MatS m_new, alpha;
       coopMatPerElementNV(m_new, m_run, cm_max2, tile_max);
       coopMatPerElementNV(alpha, m_run, cm_exp_diff, m_new);
