@@ -5,13 +5,34 @@
 #include <string_view>
 #include <vector>
 
+#include <vkattn/dtype.hpp>
+
+#include <cstdint>
+
 #include "shader_registry.hpp"
 
 namespace vkattn::detail {
 
+// A buffer's extent as registration parsed it: a product of sizes.
+struct ExtentFactor {
+  enum Kind { number, batch, heads, q_len, kv_len } kind;
+  int64_t value = 0;   // for number
+};
+// The sizes an extent's names stand for in one call.
+struct ExtentSizes {
+  int64_t batch = 0, heads = 0, q_len = 0, kv_len = 0;
+};
+struct RegisteredBuffer {
+  std::string name;
+  DType dtype;
+  std::string extent;                  // as declared, for messages
+  std::vector<ExtentFactor> factors;
+  int64_t elements(const ExtentSizes& s) const;
+};
+
 struct RegisteredVariant {
   std::string name;
-  std::vector<std::string> buffers;   // in slot order
+  std::vector<RegisteredBuffer> buffers;   // in slot order
   // Its kernels' names: block_sparse@NAME, block_sparse_bf16@NAME, block_mask_build@NAME.
   std::string attention, attention_bf16, build;
 };

@@ -404,6 +404,56 @@ TEST_F(BlockSparseSmall, CustomModsAndTheirBuffersAreCheckedByName) {
   EXPECT_VKATTN_ERROR(register_block_sparse_variant("Bad-Name", {}, {}), "lowercase");
 }
 
+// A variant declares each buffer's dtype and extent (tests/CMakeLists.txt:
+// key_weight f32 of Lkv elements, head_shift i32 of H): a view that would let
+// its mods read past the caller's buffer, or read the wrong type, is refused.
+TEST_F(BlockSparseSmall, CustomBuffersMatchTheirDeclaration) {
+  const auto declared = block_sparse_variant_buffers("test_stripes");
+  ASSERT_EQ(declared.size(), 2u);
+  EXPECT_EQ(declared[0].name, "key_weight");
+  EXPECT_EQ(declared[0].dtype, DType::f32);
+  EXPECT_EQ(declared[0].extent, "Lkv");
+  EXPECT_EQ(declared[1].extent, "H");
+  EXPECT_VKATTN_ERROR(block_sparse_variant_buffers("no_such_variant"), "not a registered variant");
+  Buffer w(ctx(), 512), sh(ctx(), 256);
+  const TensorView weights = TensorView::contiguous(w, DType::f32, {L}), shifts = TensorView::contiguous(sh, DType::i32, {H});
+  auto a = a_;
+  a.custom_mods = "test_stripes";
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::i32, {L})}, {"head_shift", shifts}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom buffer 'key_weight' is i32, expected f32");
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::f32, {L - 1})}, {"head_shift", shifts}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom buffer 'key_weight' holds 63 elements",
+                      "reads up to Lkv = 64");
+  TensorView strided = TensorView::contiguous(w, DType::f32, {L});
+  strided.strides = {2};
+  a.custom_buffers = {{"key_weight", strided}, {"head_shift", shifts}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "custom buffer 'key_weight' [64] is not contiguous");
+  a.custom_buffers = {{"key_weight", weights}, {"head_shift", TensorView::contiguous(sh, DType::i32, {H - 1})}};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "'head_shift' holds 1 elements", "H = 2");
+  a.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::f32, {2, L})}, {"head_shift", shifts}};
+  block_sparse_attention(ctx(), a);   // more than the extent, any shape: fine
+  // The mask builder's H is the mask's Sh (1 here): one shift is enough there.
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = b.kv_len = L;
+  b.mask = a_.mask;
+  b.custom_mods = "test_stripes";
+  b.custom_buffers = {{"key_weight", weights}, {"head_shift", TensorView::contiguous(sh, DType::i32, {1})}};
+  build_block_mask(ctx(), b);
+  b.custom_buffers = {{"key_weight", TensorView::contiguous(w, DType::f32, {L / 2})}, {"head_shift", shifts}};
+  EXPECT_VKATTN_ERROR(build_block_mask(ctx(), b), "build_block_mask:", "'key_weight' holds 32 elements");
+  // Declarations are checked when a variant registers.
+  const BlockSparseVariantBuffer f8{"x", DType::fp8_e4m3, "H"}, bad_extent{"x", DType::f32, "H*"},
+      zero{"x", DType::f32, "0"}, unknown{"x", DType::f32, "Hkv"};
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant("decl_test", {f8}, {}), "buffer 'x' has dtype fp8_e4m3");
+  for (const auto& b2 : {bad_extent, zero, unknown}) {
+    const std::string message = "buffer 'x' has extent '" + b2.extent + "'";
+    EXPECT_VKATTN_ERROR(register_block_sparse_variant("decl_test", {b2}, {}), message.c_str(), "B, H, Lq, Lkv");
+  }
+  const BlockSparseVariantBuffer ok{"x", DType::f32, "H*Lkv*2"};
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant("decl_test", {ok, ok}, {}), "buffer 'x' is declared twice");
+}
+
 // What an adversarial pass found: sizes that narrowed into "the same as q's"
 // or wrapped in 32 bits, values ignored for mods that are off, and custom
 // buffers that no check kept apart from the outputs.

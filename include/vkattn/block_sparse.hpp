@@ -107,7 +107,9 @@ struct BlockSparseArgs {
   std::optional<int32_t> q_offset;
   // A registered variant's mods (block_sparse_variant.hpp), by name, applied
   // after the built-in ones; "" for none. Its buffers by the names it was
-  // compiled with, each view starting on a storage-buffer offset alignment.
+  // compiled with, each view contiguous, of the dtype and at least the extent
+  // the variant declares (BlockSparseVariantBuffer), starting on a
+  // storage-buffer offset alignment.
   std::string custom_mods;
   std::vector<std::pair<std::string, TensorView>> custom_buffers;
 };

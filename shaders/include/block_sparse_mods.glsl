@@ -7,8 +7,9 @@
 //   float vka_score_mod(float score, uint b, uint h, int q_idx, int kv_idx);
 // with `#define VKA_MASK_MOD 1` / `#define VKA_SCORE_MOD 1`, and may read
 // buffers it declares with VKA_MOD_BUFFER(slot, type, name) (slots 0 to 3,
-// named in slot order where the variant is compiled; its reads must stay
-// inside them: each is bound to exactly the view the caller passes). b and h
+// declared in slot order where the variant is compiled with their dtype and
+// extent, which the host checks each view against; its reads must stay
+// within that extent: each is bound to exactly the view the caller passes). b and h
 // are the batch and q head (the mask builder: the mask row's z and h);
 // q_idx and kv_idx the query's and key's indices. The variant's mask is
 // ANDed with the built-in one; its score mod runs after the built-in ones.

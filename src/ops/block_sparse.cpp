@@ -275,9 +275,12 @@ struct Bindings {
   }
   uint32_t offset_of(uint32_t binding) const { return (offsets[(binding - 1) / 4] >> (8 * ((binding - 1) % 4))) & 0xFF; }
   // A variant's buffers, by name, at BS_BINDING_MOD0 + slot (placeholders for
-  // the slots it does not have). They start on a binding: no view offset.
-  // Then they are inputs that no output may overlap.
-  void bind_custom(const RegisteredVariant* custom, const std::vector<std::pair<std::string, TensorView>>& given) {
+  // the slots it does not have): each of its declared dtype, contiguous, with
+  // at least its declared extent's elements at these sizes (the mods index it
+  // from its first element), starting on a binding (no view offset). Then
+  // they are inputs that no output may overlap.
+  void bind_custom(const RegisteredVariant* custom, const std::vector<std::pair<std::string, TensorView>>& given,
+                   const ExtentSizes& sizes) {
     for (uint32_t slot = 0; slot < abi::BS_MOD_BUFFERS; ++slot) buffers[abi::BS_BINDING_MOD0 + slot - 1] = placeholder_binding(impl);
     const std::size_t declared = custom ? custom->buffers.size() : 0;
     for (std::size_t i = 0; i < given.size(); ++i)
@@ -286,14 +289,30 @@ struct Bindings {
           throw Error(std::string(op) + ": custom_buffers names '" + given[i].first + "' twice: expected each buffer once");
     for (const auto& [name, view] : given) {
       std::size_t slot = 0;
-      while (slot < declared && custom->buffers[slot] != name) ++slot;
+      while (slot < declared && custom->buffers[slot].name != name) ++slot;
       if (slot == declared) {
         std::string names;
-        for (std::size_t i = 0; i < declared; ++i) names += (i ? ", " : "") + custom->buffers[i];
+        for (std::size_t i = 0; i < declared; ++i) names += (i ? ", " : "") + custom->buffers[i].name;
         throw Error(std::string(op) + ": custom_buffers names '" + name + "', which " +
                     (custom ? "variant '" + custom->name + "' does not declare (its buffers: " + (names.empty() ? "none" : names) + ")"
                             : std::string("only a variant (custom_mods) has")));
       }
+      const RegisteredBuffer& declared_as = custom->buffers[slot];
+      const std::string buffer = "custom buffer '" + name + "'";
+      if (view.dtype != declared_as.dtype)
+        throw Error(std::string(op) + ": " + buffer + " is " + std::string(dtype_name(view.dtype)) + ", expected " +
+                    std::string(dtype_name(declared_as.dtype)) + " as variant '" + custom->name + "' declares it");
+      for (std::size_t d = view.shape.size(), inner = 1; d-- > 0; inner *= static_cast<std::size_t>(view.shape[d]))
+        if (view.shape[d] > 1 && view.stride(d) != static_cast<int64_t>(inner))
+          throw Error(std::string(op) + ": " + buffer + " " + view.shape_string() +
+                      " is not contiguous (dimension " + std::to_string(d) + " has stride " + std::to_string(view.stride(d)) +
+                      ", expected " + std::to_string(inner) + "): the variant's mods index it from its first element");
+      const int64_t needed = declared_as.elements(sizes);
+      if (view.numel() < needed)
+        throw Error(std::string(op) + ": " + buffer + " holds " + std::to_string(view.numel()) + " elements; variant '" +
+                    custom->name + "' reads up to " + declared_as.extent + " = " + std::to_string(needed) +
+                    " of them (B " + std::to_string(sizes.batch) + ", H " + std::to_string(sizes.heads) + ", Lq " +
+                    std::to_string(sizes.q_len) + ", Lkv " + std::to_string(sizes.kv_len) + ")");
       const BoundView bv = bind_view(impl, view, op, name);   // no string built per run
       if (bv.element_offset)
         throw Error(std::string(op) + ": custom buffer '" + name + "' starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
@@ -303,9 +322,9 @@ struct Bindings {
     }
     for (std::size_t slot = 0; slot < declared; ++slot) {
       bool found = false;
-      for (const auto& g : given) found = found || g.first == custom->buffers[slot];
+      for (const auto& g : given) found = found || g.first == custom->buffers[slot].name;
       if (!found)
-        throw Error(std::string(op) + ": variant '" + custom->name + "' reads buffer '" + custom->buffers[slot] +
+        throw Error(std::string(op) + ": variant '" + custom->name + "' reads buffer '" + custom->buffers[slot].name +
                     "': expected it in custom_buffers");
     }
   }
@@ -441,7 +460,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
   bind(abi::BS_BINDING_REL_BIAS, opt(mv.rel_bias), "values.rel_bias");
   bind(abi::BS_BINDING_BIAS, opt(mv.bias), "values.bias");
-  bindings.bind_custom(custom, a.custom_buffers);
+  bindings.bind_custom(custom, a.custom_buffers, {B, Hq, Lq, Lkv});
   bindings.check_custom_apart(outputs, a.custom_buffers);
 
   const Launch l = choose_launch(ctx, var, custom);
@@ -555,7 +574,7 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& b, VkCommandBuffer cmd
   bindings.bind(abi::BS_BINDING_FULL_NUM_BLOCKS, opt(m.full_kv_num_blocks), "mask.full_kv_num_blocks");
   bindings.bind(abi::BS_BINDING_FULL_INDICES, opt(m.full_kv_indices), "mask.full_kv_indices");
   bindings.bind(abi::BS_BINDING_DOCUMENT, opt(mv.document_ids), "values.document_ids");
-  bindings.bind_custom(custom, b.custom_buffers);
+  bindings.bind_custom(custom, b.custom_buffers, {ms.sz, ms.sh, b.q_len, b.kv_len});
   bindings.check_custom_apart(outputs, b.custom_buffers);
   const uint64_t rows = uint64_t(ms.sz) * uint64_t(ms.sh) * uint64_t(ms.q_blocks);
   if (rows == 0) return;

@@ -1,5 +1,6 @@
 #include "runners/block_sparse_runner.hpp"
 
+#include <vkattn/block_sparse_variant.hpp>
 #include <vkattn/buffer.hpp>
 #include <vkattn/error.hpp>
 #include <vkattn_ref/block_sparse_ref.hpp>
@@ -357,10 +358,17 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   a.scale = c.scale;
   a.q_offset = c.q_offset;
   a.custom_mods = c.custom_mods;
+  const auto declared = c.custom_buffers.empty() || c.custom_mods.empty() ? std::vector<BlockSparseVariantBuffer>{}
+                                                 : block_sparse_variant_buffers(c.custom_mods);
   for (const auto& [name, words] : c.custom_buffers) {
     Buffer& b = dc.custom.emplace_back(ctx, std::max<uint64_t>(words.size() * 4, 16));
     if (!words.empty()) b.upload(words.data(), words.size() * 4);
-    a.custom_buffers.push_back({name, TensorView::contiguous(b, DType::i32, {int64_t(words.size())})});
+    DType dtype = DType::i32;   // a name the variant does not declare: left for the op to refuse
+    for (const auto& d : declared)
+      if (d.name == name) dtype = d.dtype;
+    if (dtype_size(dtype) != 4)
+      throw Error("custom buffer '" + name + "' is " + std::string(dtype_name(dtype)) + ": the runner passes 32-bit words");
+    a.custom_buffers.push_back({name, TensorView::contiguous(b, dtype, {int64_t(words.size())})});
   }
 }
 
