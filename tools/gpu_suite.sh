@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite on each kernel path, each path's tests split into
+# googletest shards that run side by side (the GPU machine's cores compile
+# pipelines in parallel: one path takes about a minute this way, several in
+# one process). Prints one summary line per path and any failure; exits
+# non-zero if a test failed. Used on the GPU machine (DEVELOPERS.md, "The GPU
+# machine"); runs anywhere a device is.
+#
+#   tools/gpu_suite.sh [TESTS_BINARY] [OUT_DIR]     (env PATHS, SHARDS, FILTER)
+set -uo pipefail
+bin=${1:-build/tests/vkattn_tests}
+out=${2:-${OUT:-/tmp}/gpu_suite}
+paths=${PATHS:-"coopmat2 coopmat scalar"}
+shards=${SHARDS:-5}
+filter=${FILTER:-*}
+mkdir -p "$out"
+run_path() {
+  local p=$1 i
+  for ((i = 0; i < shards; ++i)); do
+    VKATTN_PATH=$p GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" --gtest_brief=1 --gtest_filter="$filter" \
+      > "$out/$p.$i.txt" 2>&1 &
+  done
+  wait
+  cat "$out/$p".*.txt > "$out/$p.txt" && rm -f "$out/$p".*.txt
+}
+for p in $paths; do run_path "$p" & done
+wait
+status=0
+for p in $paths; do
+  f="$out/$p.txt"
+  sum() { grep -h "$1" "$f" | awk -v n="$2" '{s += $n} END {print s + 0}'; }
+  ran=$(sum 'tests from .* ran' 2) passed=$(sum '^\[  PASSED' 4) skipped=$(sum '^\[  SKIPPED  \] [0-9]' 4)
+  failed=$(sum '^\[  FAILED  \] [0-9]' 4)
+  echo "$p: $ran ran, $passed passed, $skipped skipped, $failed failed ($f)"
+  if [ "$failed" != 0 ] || [ "$ran" = 0 ]; then
+    status=1
+    grep -h '^\[  FAILED  \] [A-Za-z]' "$f" | sort -u
+  fi
+done
+exit $status
