@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on each kernel path, each path's tests split into
-# googletest shards that run side by side (the GPU machine's cores compile
-# pipelines in parallel: one path takes about a minute this way, several in
-# one process). Prints one summary line per path and any failure; exits
+# googletest shards that run side by side (most of the suite's time there is
+# the driver compiling pipelines, which the machine's cores then share).
+# Prints one summary line per path and any failure; exits
 # non-zero if a test failed. Used on the GPU machine (DEVELOPERS.md, "The GPU
 # machine"); runs anywhere a device is.
 #
