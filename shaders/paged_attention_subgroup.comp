@@ -113,13 +113,11 @@ const uint TILE_VEC4 = 16u * ROW_VEC4;                      // per subgroup
 // columns of rows no item has.
 const uint TILES_AT = TR * ROW_VEC4;
 shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS)];
-// The subgroups' O ([rows][head_size] f32 each) are merged in one step where
-// each fits its subgroup's staging tile (8-row tiles; 16 rows take turns).
 // The merge's slots: as many subgroups' O ([BM][head_size] f32, SLOT
 // uvec4s) as `stage` holds store theirs at once, the rest add theirs in
 // later rounds: one round for 8-row tiles, two for 8 subgroups of 16 rows
-// (there, eight rounds of one subgroup each cost bf16 decode up to a fifth
-// of its time at short contexts).
+// (one subgroup per round showed in bf16 decode's time at short contexts:
+// DEVELOPERS.md).
 const uint SLOT = BM * D / 4u;
 const uint STAGE_SLOTS = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS) / SLOT;
 const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
