@@ -298,18 +298,19 @@ struct Bindings {
                             : std::string("only a variant (custom_mods) has")));
       }
       const RegisteredBuffer& declared_as = custom->buffers[slot];
-      const std::string buffer = "custom buffer '" + name + "'";
+      // (Messages are built only on failure: this runs every step.)
+      auto buffer = [&name] { return "custom buffer '" + name + "'"; };
       if (view.dtype != declared_as.dtype)
-        throw Error(std::string(op) + ": " + buffer + " is " + std::string(dtype_name(view.dtype)) + ", expected " +
+        throw Error(std::string(op) + ": " + buffer() + " is " + std::string(dtype_name(view.dtype)) + ", expected " +
                     std::string(dtype_name(declared_as.dtype)) + " as variant '" + custom->name + "' declares it");
       for (std::size_t d = view.shape.size(), inner = 1; d-- > 0; inner *= static_cast<std::size_t>(view.shape[d]))
         if (view.shape[d] > 1 && view.stride(d) != static_cast<int64_t>(inner))
-          throw Error(std::string(op) + ": " + buffer + " " + view.shape_string() +
+          throw Error(std::string(op) + ": " + buffer() + " " + view.shape_string() +
                       " is not contiguous (dimension " + std::to_string(d) + " has stride " + std::to_string(view.stride(d)) +
                       ", expected " + std::to_string(inner) + "): the variant's mods index it from its first element");
       const int64_t needed = declared_as.elements(sizes);
       if (view.numel() < needed)
-        throw Error(std::string(op) + ": " + buffer + " holds " + std::to_string(view.numel()) + " elements; variant '" +
+        throw Error(std::string(op) + ": " + buffer() + " holds " + std::to_string(view.numel()) + " elements; variant '" +
                     custom->name + "' reads up to " + declared_as.extent + " = " + std::to_string(needed) +
                     " of them (B " + std::to_string(sizes.batch) + ", H " + std::to_string(sizes.heads) + ", Lq " +
                     std::to_string(sizes.q_len) + ", Lkv " + std::to_string(sizes.kv_len) + ")");
