@@ -100,7 +100,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   int64_t *layers = nullptr, *context = nullptr, *chunk = nullptr, *steps = nullptr;
   const bool decode = suite->name == "decode" || suite->name == "prefill";
   std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr, *prefill_kernel = nullptr;
-  int64_t* block_size = nullptr;
+  int64_t *block_size = nullptr, *segments = nullptr;
   if (decode) {
     dtype = &f.add_choice("dtype", "f16", {"f16", "bf16"}, "q and out dtype");
     cache_dtype = &f.add_choice("cache-dtype", "same", {"same", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"},
@@ -109,6 +109,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     layout = &f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout");
     prefill_kernel = &f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"},
                                    "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
+    segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; for schedule experiments)", 0, 256);
   }
   if (serve) {
     host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");
@@ -178,6 +179,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     d.block_size = static_cast<uint32_t>(*block_size);
     d.layout = parse_layout(*layout);
     d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
+    d.segments = static_cast<uint32_t>(*segments);
     ops = suite->name == "prefill" ? prefill_cases(ctx, quick, d) : decode_cases(ctx, quick, d);
   } else if (!serve) {
     ops = suite->cases(ctx, quick);

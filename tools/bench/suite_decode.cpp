@@ -44,6 +44,7 @@ AttentionShape DecodeOptions::shape(AttentionShape sh) const {
   sh.q_dtype = dtype;
   sh.layout = layout;
   sh.prefill = prefill;
+  sh.segments = segments;
   return sh;
 }
 
@@ -55,6 +56,7 @@ std::string DecodeOptions::name_suffix() const {
   if (layout != KvLayout::nhd) note(std::string(layout_name(layout)));
   if (block_size != 16) note("block " + std::to_string(block_size));
   if (prefill != PrefillKernel::automatic) note(prefill == PrefillKernel::on ? "prefill kernel" : "decode kernel");
+  if (segments) note(std::to_string(segments) + (segments == 1 ? " segment" : " segments"));
   return variant.empty() ? variant : variant + ")";
 }
 
@@ -110,6 +112,10 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   } else {
     PagedAttentionPlanOptions popt;
     popt.prefill = sh.prefill;
+    if (sh.segments) {
+      popt.split = SplitKv::on;
+      popt.num_segments = sh.segments;
+    }
     in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, popt);
   }
   const int64_t S = int64_t(seqs.size()), T = tokens;

@@ -38,6 +38,7 @@ struct DecodeOptions {
   uint32_t block_size = 16;
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
+  uint32_t segments = 0;   // 0: the plan's split; N: SplitKv::on with N segments (schedule experiments)
   AttentionShape shape(AttentionShape heads) const;   // `heads` with these dtypes, layout and kernel choice
   // What the case names add: how the run differs from the default sweep
   // (f16 q and cache, NHD, block 16, the automatic kernel), e.g. " (bf16 q, block 32)".
@@ -58,6 +59,7 @@ struct AttentionShape {
   KvLayout layout = KvLayout::nhd;
   DType q_dtype = DType::f16;   // q's and out's
   PrefillKernel prefill = PrefillKernel::automatic;
+  uint32_t segments = 0;        // DecodeOptions::segments
   // prefix_prefill: each sequence's last query_len tokens are new, their K/V
   // in tensors of q's dtype rather than in the cache.
   bool prefix_prefill = false;
