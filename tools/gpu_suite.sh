@@ -29,10 +29,13 @@ status=0
 for p in $paths; do
   f="$out/$p.txt"
   sum() { grep -h "$1" "$f" | awk -v n="$2" '{s += $n} END {print s + 0}'; }
-  ran=$(sum 'tests from .* ran' 2) passed=$(sum '^\[  PASSED' 4) skipped=$(sum '^\[  SKIPPED  \] [0-9]' 4)
-  failed=$(sum '^\[  FAILED  \] [0-9]' 4)
+  ran=$(sum 'tests from .* ran' 2) passed=$(sum '^\[  PASSED' 4) skipped=$(sum '^\[  SKIPPED *\] [0-9]' 4)
+  # (--gtest_brief prints no "N tests failed" summary: what did not pass or skip failed)
+  failed=$((ran - passed - skipped))
   echo "$p: $ran ran, $passed passed, $skipped skipped, $failed failed ($f)"
-  if [ "$failed" != 0 ] || [ "$ran" = 0 ]; then
+  unfinished=$(( $(grep -c 'Running main' "$f") - $(grep -c 'tests from .* ran' "$f") ))
+  [ "$unfinished" != 0 ] && echo "$p: $unfinished shards did not finish (a crash or a hang: see $f)"
+  if [ "$failed" != 0 ] || [ "$ran" = 0 ] || [ "$unfinished" != 0 ]; then
     status=1
     grep -h '^\[  FAILED  \] [A-Za-z]' "$f" | sort -u
   fi
