@@ -100,8 +100,20 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   std::vector<int64_t> uneven(423, 500);   // one long prefill among short decodes
   uneven.push_back(100000);
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, uneven), 1u);
-  // Enough work items already: never split.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096)), 1u);    // B=256
+  // 5 or more even items per SM, in waves of 6 workgroups per SM (8-row
+  // tiles): the segments (of >= 1024 keys) that fill the last wave best, if
+  // by 5 points or more. Not where the workgroups per SM are unknown.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096), 6), 3u);    // B=256: 7.76 waves, not 2.59
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 32768), 6), 3u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096)), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 2048), 6), 1u);    // 2 segments fill no better
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 512), 6), 1u);     // segments would be too short
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(4096, 4096), 6), 2u);    // B=512: 10.3 waves
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(768, 4096), 6), 1u);     // B=96: 0.97 of a wave
+  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(2048, 4096), 6), 1u);
+  std::vector<int64_t> uneven_many(2047, 500);
+  uneven_many.push_back(100000);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, uneven_many, 6), 1u);
   EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(264, 32768)), 1u);
   EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(512, 32768)), 1u);
   // Scalar kernel: about 4 workgroups per SM, at most 64 segments of >= 256 keys.
@@ -114,6 +126,36 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(8, 100)), 1u);
   // Empty batches.
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(0, 32768)), 1u);
+}
+
+// Whole plans of many decodes: 256 sequences at ctx 4096 with 8-row tiles
+// (f16 on an H200) take 3 segments to fill the last wave; with 16-row tiles
+// (bf16: no 16x8x16), whose workgroups per SM were not measured, they stay
+// unsplit.
+TEST(PagedAttentionPlanSegments, ManyDecodesSplitWhereTheWavesAreKnown) {
+  using namespace detail;
+  ScheduleDevice dev;
+  dev.path = Path::coopmat2;
+  dev.subgroup_size = 32;
+  dev.multiprocessors = 132;
+  std::vector<int32_t> qsl(257), lens(256, 4096);
+  for (int i = 0; i <= 256; ++i) qsl[i] = i;
+  ScheduleProblem p;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_size = 128;
+  p.num_seqs = 256;
+  p.num_tokens = 256;
+  p.max_query_len = 1;
+  p.query_start_loc = qsl;
+  p.seq_lens = lens;
+  p.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+  for (bool has_16x8x16 : {true, false}) {
+    dev.has_16x8x16 = has_16x8x16;
+    const Schedule s = schedule_paged_attention(dev, p);
+    EXPECT_EQ(s.num_segments, has_16x8x16 ? 3u : 1u);
+    EXPECT_EQ(s.workgroup, 64u);   // 2 subgroups either way
+  }
 }
 
 // Subgroups per workgroup of the matrix kernel (H200 measurements in

@@ -69,7 +69,7 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   return {bm, bn, wg, bm};
 }
 
-uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
+uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_t workgroups_per_sm) {
   const uint64_t items = st.items;
   const int64_t max_range = st.longest;
   if (items == 0 || max_range == 0) return 1;
@@ -82,6 +82,25 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
   if (path != Path::scalar && st.even() && items >= 2ull * sms && items < 5ull * sms) {
     const auto by_length = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 64));
     return static_cast<uint32_t>(std::max<uint64_t>(1, std::min((two_waves + items / 2) / items, by_length)));
+  }
+  // Matrix kernel, 5 or more even items per SM: they run in waves of
+  // workgroups_per_sm 2-subgroup workgroups per SM, and a last wave that is
+  // partly empty leaves bandwidth unused for as long as one workgroup runs.
+  // Split into the segments (up to 4, of >= 1024 keys) that fill the last
+  // wave best, where that beats the fill unsplit by 5 points or more: B=256
+  // ctx=32768 (2048 items, 2.6 waves) ran 7.8% faster in 3 segments,
+  // ctx=4096 5.1% (DEVELOPERS.md, "The decode schedule's rules").
+  if (path != Path::scalar && workgroups_per_sm && st.even() && items >= 5ull * sms) {
+    const uint64_t slots = uint64_t(workgroups_per_sm) * sms;
+    auto fill = [&](uint64_t s) {
+      const uint64_t workgroups = items * s, waves = (workgroups + slots - 1) / slots;
+      return double(workgroups) / double(waves * slots);
+    };
+    const uint64_t most = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 4));
+    uint64_t best = 1;
+    for (uint64_t s = 2; s <= most; ++s)
+      if (fill(s) >= fill(best) + 0.05) best = s;
+    return static_cast<uint32_t>(best);
   }
   if (items >= 2ull * sms) return 1;
   uint64_t by_fill, min_keys;
@@ -143,6 +162,11 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
 }
 
 namespace {
+
+// How many 2-subgroup workgroups of the decode kernel an SM holds, where
+// measured: six with 8-row tiles on an H200 (168 registers, 16.2 KiB of
+// shared memory). 0 for other tiles (16 rows: bf16, rows of several tokens).
+uint32_t decode_workgroups_per_sm(const Schedule& s) { return s.bm == 8 && s.one_tile_per_seq ? 6u : 0u; }
 
 // Where a plan's sequences go: the packed rows from which they take the
 // prefill kernel (0: none; the decode kernel takes the rest), and the
@@ -279,7 +303,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base);
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, decode_workgroups_per_sm(s));
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
