@@ -84,6 +84,23 @@ const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
 const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const uint STAGED_PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;   // 8-element staged pieces
 const bool PREFETCH = PPL <= 8u;
+// The split layout keeps each head's V transposed in a block ([head_size]
+// [block_size]): 8 keys of one head dim lie together, a key's dims
+// block_size apart. Its V tiles are loaded 8 keys of one dim per piece and
+// staged as V^T ([head_size][16 keys], 2 uvec4s per row), which P V reads
+// row-major: a key's 8 dims per piece would be eight 2-byte gathers (the
+// split layout read V at a quarter of NHD's speed that way). Where a 16-key
+// tile spans blocks (block sizes not multiples of 16), or in modules with
+// prefix prefill's new tokens as a key source, V keeps the gathers. Rows of
+// 32 bytes make V^T's matrix loads meet 2-way bank conflicts; wider rows
+// would not fit the K tile's space.
+const bool VT = PA_LAYOUT == KV_LAYOUT_SPLIT && ALIGNED && PA_KV_SUFFIX == 0u;
+const uint VT_ROW_VEC4 = 2u;
+// The split layout's K keeps 16 bytes of a key's dims together, in groups
+// [head_size / x][block_size][x]: its pieces are numbered keys first within
+// each group (KT), so that a load's lanes read neighbouring bytes as in the
+// other layouts, not 16 bytes every block_size * 16.
+const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
 
 // Transposed products, so that the rows are the matrices' N (8 or 16: the
 // H200 has both for f16, only 16 for bf16; the plan picks by the device's
@@ -187,7 +204,12 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
                   : pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
 }
+void load_split_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]);
 void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
+  if (KT) {   // (no key source but the cache)
+    load_split_pieces(it, k0, entry, is_value, first, raw);
+    return;
+  }
   const uint src = pa_key_source(it);
   if (src == PA_SRC_CACHE) load_pieces_from(PA_SRC_CACHE, it, k0, entry, is_value, first, raw);
   else if (src == PA_SRC_SUFFIX) load_pieces_from(PA_SRC_SUFFIX, it, k0, entry, is_value, first, raw);
@@ -209,6 +231,65 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
   }
 }
 
+// The split layout's tiles (KT, VT): piece number p of a lane is piece
+// lane + p * SG of the tile in the cache's own order, so that a load's lanes
+// read neighbouring bytes. K: each 16-byte group of a key's dims in turn,
+// keys first ([head_size / x][16 keys][x]; pieces per group g: 1 for 16-bit
+// caches, 2 for fp8). V with VT: 8 keys of one head dim, [head_size][16 keys],
+// staged as V^T. Kept apart from the other layouts' functions: the same
+// choices inside those made the NHD kernel 7% slower at B=64.
+void split_piece(bool is_value, uint c, out uint j, out uint d) {
+  if (VT && is_value) {   // keys j .. j + 7 of head dim d
+    j = 8u * (c % 2u);
+    d = c / 2u;
+    return;
+  }
+  const uint g = 2u / PA_ESIZE;
+  j = (c / g) % 16u;
+  d = (c / (16u * g)) * (8u * g) + (c % g) * 8u;
+}
+// Where piece c of this subgroup's split K or V tile lies in `stage`.
+uint split_piece_staged_at(bool is_value, uint c, uint warp) {
+  const uint at = TILES_AT + warp * TILE_VEC4;
+  if (VT && is_value) return at + c;   // (c / 2) * VT_ROW_VEC4 + c % 2
+  if (is_value) return at + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);   // V without VT: [key][head_size]
+  uint j, d;
+  split_piece(false, c, j, d);
+  return at + j * ROW_VEC4 + d / 8u;
+}
+// load_pieces_from for KT. V without VT (tiles that span blocks) keeps a
+// key's dims per piece, eight 2-byte gathers each. VT pieces with some keys
+// outside the item are loaded whole (zero_staged_outside clears those keys).
+void load_split_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
+  uint64_t base = 0;
+  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    raw[i] = uvec4(0);
+    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
+    if (first + i >= PPL || c >= TILE_PIECES) continue;
+    if (VT && is_value) {
+      const int kp = k0 + 8 * int(c % 2u);
+      if (kp >= it.kv_end || kp + 8 <= it.kv_begin) continue;
+      raw[i] = pa_load_split_v8(base, uint(kp) % PA_BLOCK_SIZE, it.kv_head, c / 2u);
+      continue;
+    }
+    uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;   // V without VT
+    if (!is_value) split_piece(false, c, j, d);
+    const int k_pos = k0 + int(j);
+    if (k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
+    if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
+    raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
+  }
+}
+// store_pieces for KT (PIECE is 8: no WIDE).
+void store_split_pieces(bool is_value, uvec4 raw[8], uint first, uint warp) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
+    if (first + i >= PPL || c >= TILE_PIECES) continue;
+    stage[split_piece_staged_at(is_value, c, warp)] = elem8_from_raw(raw[i]);
+  }
+}
+
 // Replaces the non-finite values this lane staged by 0; returns whether there
 // were any. A pass of its own over shared memory, run for partly seen tiles
 // only: the same test in store_pieces slowed every tile's loop.
@@ -217,7 +298,7 @@ bool zero_staged_nonfinite(uint warp) {
   for (uint i = 0; i < STAGED_PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
-    const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
+    const uint at = KT ? split_piece_staged_at(true, c, warp) : TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
     const uvec4 h = stage[at], f = elem8_finite_or_zero(h);
     if (f != h) {
       stage[at] = f;
@@ -227,18 +308,39 @@ bool zero_staged_nonfinite(uint warp) {
   return any_replaced;
 }
 
+// The keys of a staged V^T tile (VT) outside the item's range as 0: a piece
+// of 8 keys may reach past the sequence, whose slots may hold NaN bits that
+// P = 0 would not cancel. A pass of its own, for the tiles at the range's
+// ends only: the same masking in the loads would sit in every tile's loop.
+void zero_staged_outside(PaItem it, int k0, uint warp) {
+  for (uint i = 0; i < STAGED_PPL; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;
+    if (c >= 2u * D) continue;
+    const int kp = k0 + 8 * int(c % 2u);
+    uvec4 keep;
+    [[unroll]] for (uint w = 0; w < 4u; ++w) {
+      const int a = kp + 2 * int(w);
+      keep[w] = (a >= it.kv_begin && a < it.kv_end ? 0xFFFFu : 0u) |
+                (a + 1 >= it.kv_begin && a + 1 < it.kv_end ? 0xFFFF0000u : 0u);
+    }
+    stage[split_piece_staged_at(true, c, warp)] &= keep;
+  }
+}
+
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
 // `stage` one at a time, where used, so that few registers hold them.
 void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
   if (PREFETCH) {
-    store_pieces(pa_suffix_item(it), raw, 0u, warp);
+    if (KT) store_split_pieces(is_value, raw, 0u, warp);
+    else store_pieces(pa_suffix_item(it), raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      store_pieces(pa_suffix_item(it), now, g, warp);
+      if (KT) store_split_pieces(is_value, now, g, warp);
+      else store_pieces(pa_suffix_item(it), now, g, warp);
     }
   }
   subgroup_sync();
@@ -306,7 +408,8 @@ void main() {
     }
     coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     stage_tile(it, k0, entry, true, vraw, warp);
-    // (Its writes are ordered before P V's loads by the sync after the softmax.)
+    // (Their writes are ordered before P V's loads by the sync after the softmax.)
+    if (VT && (k0 < it.kv_begin || k0 + 16 > it.kv_end)) zero_staged_outside(it, k0, warp);
     if (partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
@@ -352,7 +455,8 @@ void main() {
     }
 #define ADD_PV(j)                                                                                    \
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
-    coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
+    if (VT) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 16u * VT_ROW_VEC4 * j, VT_ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
+    else coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
     o##j = coopMatMulAdd(va, pb, o##j);
     EACH_SLICE(ADD_PV)
     subgroup_sync();   // S, P and row_scale are read before the next tile writes them

@@ -203,6 +203,31 @@ std::vector<Combo> combos() {
     c.out_dtype = DType::f32;
     add("gpu_decode_h16x2_d192_e4m3_split_bs16_sinks_softcap", c, true);
   }
+  // The split layout's V, staged transposed by the decode kernel (8 keys of
+  // a head dim per load): keys outside a segment or the window masked inside
+  // a load, fp8 bytes and 16-bit elements, 8- and 16-row tiles.
+  {
+    auto c = make(kDecode, 8, 2, 128, 32, DType::f16, KvLayout::split, 310);
+    c.sliding_window = 77;
+    c.split = SplitKv::on;
+    c.num_segments = 3;
+    add("gpu_decode_h8x2_d128_f16_split_bs32_window77_split3", c, true);
+  }
+  {
+    auto c = make(kDecode, 8, 2, 64, 16, DType::fp8_e5m2, KvLayout::split, 311);
+    c.sliding_window = 45;
+    c.split = SplitKv::on;
+    c.num_segments = 4;
+    c.with_lse = true;
+    add("gpu_decode_h8x2_d64_e5m2_split_bs16_window45_split4_lse", c, true);
+  }
+  {
+    auto c = make(kDecode, 8, 2, 128, 16, DType::bf16, KvLayout::split, 312);
+    c.q_dtype = DType::bf16;
+    c.split = SplitKv::on;
+    c.num_segments = 7;
+    add("gpu_decode_h8x2_d128_bf16_split_bs16_split7", c, true);
+  }
   {
     // 64 decode sequences of 200..499 keys: 512 even work items, which the
     // plan runs in workgroups of 2 subgroups on a GPU of <= 170 SMs

@@ -248,6 +248,18 @@ uvec4 pa_load_raw8(uint64_t block, bool is_value, uint t, uint h, uint d) {
   return Kv16x8(a).v;
 }
 
+// Raw bits of V at eight consecutive key slots (t, ..., t+7; t a multiple of
+// 8, the block size a multiple of 16) of head dim d of a split-layout block,
+// which keeps each head's V transposed ([head_size][block_size]): one
+// 16-byte (f16/bf16) or 8-byte (fp8) load, where pa_load_raw8 gathers eight
+// elements block_size apart.
+uvec4 pa_load_split_v8(uint64_t block, uint t, uint h, uint d) {
+  const uint e = vka_kv_element_in_block(KV_LAYOUT_SPLIT, true, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
+  const uint64_t a = block + uint64_t(e) * PA_ESIZE;
+  if (PA_FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);
+  return Kv16x8(a).v;
+}
+
 // Raw bits of sixteen consecutive fp8 head dims (d a multiple of 16) of key
 // slot t of a block: one 16-byte load, in every layout but split V (whose
 // dims lie block_size apart; split K keeps 16 together).
