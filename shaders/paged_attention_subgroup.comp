@@ -84,23 +84,28 @@ const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
 const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const uint STAGED_PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;   // 8-element staged pieces
 const bool PREFETCH = PPL <= 8u;
-// The split layout keeps each head's V transposed in a block ([head_size]
-// [block_size]): 8 keys of one head dim lie together, a key's dims
-// block_size apart. Its V tiles are loaded 8 keys of one dim per piece and
+// The split layout's module (PA_SPLIT_MODULE, "paged_attention_split"): the
+// layout keeps each head's V transposed in a block ([head_size]
+// [block_size]), 8 keys of one head dim together and a key's dims
+// block_size apart, and K's dims in 16-byte groups [head_size / x]
+// [block_size][x]. Its V tiles are loaded 8 keys of one dim per piece and
 // staged as V^T ([head_size][16 keys], 2 uvec4s per row), which P V reads
-// row-major: a key's 8 dims per piece would be eight 2-byte gathers (the
-// split layout read V at a quarter of NHD's speed that way). Where a 16-key
-// tile spans blocks (block sizes not multiples of 16), or in modules with
-// prefix prefill's new tokens as a key source, V keeps the gathers. Rows of
-// 32 bytes make V^T's matrix loads meet 2-way bank conflicts; wider rows
-// would not fit the K tile's space.
+// row-major (VT); a key's 8 dims per piece would be eight 2-byte gathers.
+// Its K pieces are numbered keys first within each group of dims (KT), so
+// that a load's lanes read neighbouring bytes. Where a 16-key tile spans
+// blocks (block sizes not multiples of 16), or with prefix prefill's new
+// tokens as a key source, V keeps the gathers. Rows of 32 bytes make V^T's
+// matrix loads meet 2-way bank conflicts; wider rows would not fit the K
+// tile's space. A module of its own: the same code in this one, present but
+// never run for other layouts, made NHD decode 7% slower (DEVELOPERS.md).
+#ifndef PA_SPLIT_MODULE
+#define PA_SPLIT_MODULE 0
+#endif
+#if PA_SPLIT_MODULE
 const bool VT = PA_LAYOUT == KV_LAYOUT_SPLIT && ALIGNED && PA_KV_SUFFIX == 0u;
 const uint VT_ROW_VEC4 = 2u;
-// The split layout's K keeps 16 bytes of a key's dims together, in groups
-// [head_size / x][block_size][x]: its pieces are numbered keys first within
-// each group (KT), so that a load's lanes read neighbouring bytes as in the
-// other layouts, not 16 bytes every block_size * 16.
 const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
+#endif
 
 // Transposed products, so that the rows are the matrices' N (8 or 16: the
 // H200 has both for f16, only 16 for bf16; the plan picks by the device's
@@ -181,9 +186,42 @@ int tile_entry(PaItem it, uint n, int a0, int num_tiles, uint warp) {
   return subgroupShuffle(tb_entries, n % SG);
 }
 
+#if PA_SPLIT_MODULE
+// The key j (of a 16-key tile) and first head dim d of PIECE-element piece c
+// of a K or V tile (not V with VT): a key's pieces in turn, or with KT for K,
+// the keys of each 16-byte group of dims in turn (pieces per group g: 1 for
+// 16-bit caches, 2 for fp8).
+void piece_key_dim(bool is_value, uint c, out uint j, out uint d) {
+  if (KT && !is_value) {
+    const uint g = 2u / PA_ESIZE;
+    j = (c / g) % 16u;
+    d = (c / (16u * g)) * (8u * g) + (c % g) * 8u;
+    return;
+  }
+  j = c / (D / PIECE);
+  d = (c % (D / PIECE)) * PIECE;
+}
+
+// Where 8-element piece c of this subgroup's K or V tile (not WIDE) lies in
+// `stage`: [key][head_size], or V^T [head_size][16] with VT.
+uint staged_piece_at(bool is_value, uint c, uint warp) {
+  const uint at = TILES_AT + warp * TILE_VEC4;
+  if (VT && is_value) return at + c;   // (c / 2) * VT_ROW_VEC4 + c % 2
+  if (!KT || is_value) return at + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
+  uint j, d;
+  piece_key_dim(false, c, j, d);   // (KT: PIECE is 8)
+  return at + j * ROW_VEC4 + d / 8u;
+}
+#define STAGED_PIECE_AT(is_value, c, warp) staged_piece_at(is_value, c, warp)
+#else
+#define STAGED_PIECE_AT(is_value, c, warp) (TILES_AT + (warp) * TILE_VEC4 + ((c) / (D / 8u)) * ROW_VEC4 + (c) % (D / 8u))
+#endif
+
 // Loads pieces first + i (i < 8) of this lane of the K or V tile of keys
 // [k0, k0 + 16), raw: piece number p of a lane is PIECE-element piece
-// lane + p * SG of the row-major [16][head_size] tile. Zero past the sequence.
+// lane + p * SG of the row-major [16][head_size] tile (in the split module,
+// piece_key_dim's, or for V with VT of the [head_size][16] V^T tile). Zero
+// outside the item's keys.
 // entry: the tile's block-table entry (ALIGNED; tile_entry). src
 // (pa_key_source) is a constant where this is called (load_pieces).
 void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
@@ -192,7 +230,18 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     raw[i] = uvec4(0);
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
+#if PA_SPLIT_MODULE
+    if (VT && is_value) {   // keys k0 + 8 * (c % 2) .. + 7 of head dim c / 2 (some outside: zero_staged_outside)
+      const int kp = k0 + 8 * int(c % 2u);
+      if (first + i >= PPL || c >= TILE_PIECES || kp >= it.kv_end || kp + 8 <= it.kv_begin) continue;
+      raw[i] = pa_load_split_v8(base, uint(kp) % PA_BLOCK_SIZE, it.kv_head, c / 2u);
+      continue;
+    }
+    uint j, d;
+    piece_key_dim(is_value, c, j, d);
+#else
     const uint j = c / (D / PIECE), d = (c % (D / PIECE)) * PIECE;
+#endif
     const int k_pos = k0 + int(j);
     if (first + i >= PPL || c >= TILE_PIECES || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
     if (src != PA_SRC_CACHE) {   // prefix prefill's new tokens: no block
@@ -204,12 +253,7 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
                   : pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
   }
 }
-void load_split_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]);
 void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
-  if (KT) {   // (no key source but the cache)
-    load_split_pieces(it, k0, entry, is_value, first, raw);
-    return;
-  }
   const uint src = pa_key_source(it);
   if (src == PA_SRC_CACHE) load_pieces_from(PA_SRC_CACHE, it, k0, entry, is_value, first, raw);
   else if (src == PA_SRC_SUFFIX) load_pieces_from(PA_SRC_SUFFIX, it, k0, entry, is_value, first, raw);
@@ -217,7 +261,13 @@ void load_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uv
 }
 
 // Writes loaded pieces as ELEMs into this subgroup's part of `stage`.
+#if PA_SPLIT_MODULE
+void store_pieces(bool suffix, bool is_value, uvec4 raw[8], uint first, uint warp) {
+#define STORE_PIECES(suffix, is_value, raw, first, warp) store_pieces(suffix, is_value, raw, first, warp)
+#else
 void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
+#define STORE_PIECES(suffix, is_value, raw, first, warp) store_pieces(suffix, raw, first, warp)
+#endif
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= TILE_PIECES) continue;
@@ -226,67 +276,8 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
       stage[at] = elem8_from_raw(uvec4(raw[i].xy, 0u, 0u));
       stage[at + 1u] = elem8_from_raw(uvec4(raw[i].zw, 0u, 0u));
     } else {
-      stage[TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u)] = elem8_from_key(suffix, raw[i]);
+      stage[STAGED_PIECE_AT(is_value, c, warp)] = elem8_from_key(suffix, raw[i]);
     }
-  }
-}
-
-// The split layout's tiles (KT, VT): piece number p of a lane is piece
-// lane + p * SG of the tile in the cache's own order, so that a load's lanes
-// read neighbouring bytes. K: each 16-byte group of a key's dims in turn,
-// keys first ([head_size / x][16 keys][x]; pieces per group g: 1 for 16-bit
-// caches, 2 for fp8). V with VT: 8 keys of one head dim, [head_size][16 keys],
-// staged as V^T. Kept apart from the other layouts' functions: the same
-// choices inside those made the NHD kernel 7% slower at B=64.
-void split_piece(bool is_value, uint c, out uint j, out uint d) {
-  if (VT && is_value) {   // keys j .. j + 7 of head dim d
-    j = 8u * (c % 2u);
-    d = c / 2u;
-    return;
-  }
-  const uint g = 2u / PA_ESIZE;
-  j = (c / g) % 16u;
-  d = (c / (16u * g)) * (8u * g) + (c % g) * 8u;
-}
-// Where piece c of this subgroup's split K or V tile lies in `stage`.
-uint split_piece_staged_at(bool is_value, uint c, uint warp) {
-  const uint at = TILES_AT + warp * TILE_VEC4;
-  if (VT && is_value) return at + c;   // (c / 2) * VT_ROW_VEC4 + c % 2
-  if (is_value) return at + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);   // V without VT: [key][head_size]
-  uint j, d;
-  split_piece(false, c, j, d);
-  return at + j * ROW_VEC4 + d / 8u;
-}
-// load_pieces_from for KT. V without VT (tiles that span blocks) keeps a
-// key's dims per piece, eight 2-byte gathers each. VT pieces with some keys
-// outside the item are loaded whole (zero_staged_outside clears those keys).
-void load_split_pieces(PaItem it, int k0, int entry, bool is_value, uint first, out uvec4 raw[8]) {
-  uint64_t base = 0;
-  if (ALIGNED && k0 < it.kv_end) base = pa_block_address(is_value, pa_checked_block(entry, it.seq, k0));
-  [[unroll]] for (uint i = 0; i < 8u; ++i) {
-    raw[i] = uvec4(0);
-    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
-    if (first + i >= PPL || c >= TILE_PIECES) continue;
-    if (VT && is_value) {
-      const int kp = k0 + 8 * int(c % 2u);
-      if (kp >= it.kv_end || kp + 8 <= it.kv_begin) continue;
-      raw[i] = pa_load_split_v8(base, uint(kp) % PA_BLOCK_SIZE, it.kv_head, c / 2u);
-      continue;
-    }
-    uint j = c / (D / 8u), d = (c % (D / 8u)) * 8u;   // V without VT
-    if (!is_value) split_piece(false, c, j, d);
-    const int k_pos = k0 + int(j);
-    if (k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
-    if (!ALIGNED) base = pa_block_address(is_value, pa_checked_block(pa_raw_block(it.seq, k_pos), it.seq, k_pos));
-    raw[i] = pa_load_raw8(base, is_value, uint(k_pos) % PA_BLOCK_SIZE, it.kv_head, d);
-  }
-}
-// store_pieces for KT (PIECE is 8: no WIDE).
-void store_split_pieces(bool is_value, uvec4 raw[8], uint first, uint warp) {
-  [[unroll]] for (uint i = 0; i < 8u; ++i) {
-    const uint c = gl_SubgroupInvocationID + (first + i) * SG;
-    if (first + i >= PPL || c >= TILE_PIECES) continue;
-    stage[split_piece_staged_at(is_value, c, warp)] = elem8_from_raw(raw[i]);
   }
 }
 
@@ -298,7 +289,7 @@ bool zero_staged_nonfinite(uint warp) {
   for (uint i = 0; i < STAGED_PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
     if (c >= 2u * D) continue;
-    const uint at = KT ? split_piece_staged_at(true, c, warp) : TILES_AT + warp * TILE_VEC4 + (c / (D / 8u)) * ROW_VEC4 + c % (D / 8u);
+    const uint at = STAGED_PIECE_AT(true, c, warp);
     const uvec4 h = stage[at], f = elem8_finite_or_zero(h);
     if (f != h) {
       stage[at] = f;
@@ -308,10 +299,12 @@ bool zero_staged_nonfinite(uint warp) {
   return any_replaced;
 }
 
+#if PA_SPLIT_MODULE
 // The keys of a staged V^T tile (VT) outside the item's range as 0: a piece
 // of 8 keys may reach past the sequence, whose slots may hold NaN bits that
 // P = 0 would not cancel. A pass of its own, for the tiles at the range's
-// ends only: the same masking in the loads would sit in every tile's loop.
+// ends only: the same masking in the loads, inside every tile's loop, made
+// the split layout's decode twice as slow.
 void zero_staged_outside(PaItem it, int k0, uint warp) {
   for (uint i = 0; i < STAGED_PPL; ++i) {
     const uint c = gl_SubgroupInvocationID + i * SG;
@@ -323,9 +316,10 @@ void zero_staged_outside(PaItem it, int k0, uint warp) {
       keep[w] = (a >= it.kv_begin && a < it.kv_end ? 0xFFFFu : 0u) |
                 (a + 1 >= it.kv_begin && a + 1 < it.kv_end ? 0xFFFF0000u : 0u);
     }
-    stage[split_piece_staged_at(true, c, warp)] &= keep;
+    stage[staged_piece_at(true, c, warp)] &= keep;
   }
 }
+#endif
 
 // A tile into `stage`: from pieces loaded a phase before (PREFETCH), or
 // loaded now, 8 pieces at a time. The matrix slices are then read from
@@ -333,14 +327,12 @@ void zero_staged_outside(PaItem it, int k0, uint warp) {
 void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint warp) {
   subgroup_sync();   // every lane is done reading the previous tile
   if (PREFETCH) {
-    if (KT) store_split_pieces(is_value, raw, 0u, warp);
-    else store_pieces(pa_suffix_item(it), raw, 0u, warp);
+    STORE_PIECES(pa_suffix_item(it), is_value, raw, 0u, warp);
   } else {
     for (uint g = 0; g < PPL; g += 8u) {
       uvec4 now[8];
       load_pieces(it, k0, entry, is_value, g, now);
-      if (KT) store_split_pieces(is_value, now, g, warp);
-      else store_pieces(pa_suffix_item(it), now, g, warp);
+      STORE_PIECES(pa_suffix_item(it), is_value, now, g, warp);
     }
   }
   subgroup_sync();
@@ -409,7 +401,9 @@ void main() {
     coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     stage_tile(it, k0, entry, true, vraw, warp);
     // (Their writes are ordered before P V's loads by the sync after the softmax.)
+#if PA_SPLIT_MODULE
     if (VT && (k0 < it.kv_begin || k0 + 16 > it.kv_end)) zero_staged_outside(it, k0, warp);
+#endif
     if (partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
@@ -453,10 +447,16 @@ void main() {
 #define RESCALE(j) o##j = o##j * am;
       EACH_SLICE(RESCALE)
     }
+#if PA_SPLIT_MODULE
+#define LOAD_VT(j)                                                                                   \
+    if (VT) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 16u * VT_ROW_VEC4 * j, VT_ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
+    else coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
+#else
+#define LOAD_VT(j) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
+#endif
 #define ADD_PV(j)                                                                                    \
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
-    if (VT) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 16u * VT_ROW_VEC4 * j, VT_ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
-    else coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor); \
+    LOAD_VT(j)                                                                                       \
     o##j = coopMatMulAdd(va, pb, o##j);
     EACH_SLICE(ADD_PV)
     subgroup_sync();   // S, P and row_scale are read before the next tile writes them

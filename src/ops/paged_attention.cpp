@@ -150,11 +150,14 @@ const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedA
 
 const Pipeline& main_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
   // The matrix kernel maps rows to lanes for one subgroup size, and has a
-  // module for each element type.
+  // module for each element type, and the split cache layout modules of its
+  // own (PA_SPLIT_MODULE).
   const uint32_t sg = path == Path::scalar ? 0 : spec.PA_SUBGROUP_SIZE;
   const bool bf16 = path != Path::scalar && spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
-  return impl.pipelines->get({bf16 ? "paged_attention_bf16" : kOp, path, spec_words(spec), abi::PA_BINDINGS,
-                              sizeof(abi::PagedAttentionPush), sg});
+  const bool split = path != Path::scalar && spec.PA_LAYOUT == static_cast<uint32_t>(KvLayout::split);
+  const std::string_view kernel = split ? (bf16 ? "paged_attention_split_bf16" : "paged_attention_split")
+                                        : (bf16 ? "paged_attention_bf16" : kOp);
+  return impl.pipelines->get({kernel, path, spec_words(spec), abi::PA_BINDINGS, sizeof(abi::PagedAttentionPush), sg});
 }
 
 // Up to this many segments, each reduce invocation merges its row's alone
