@@ -112,9 +112,10 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   } else {
     PagedAttentionPlanOptions popt;
     popt.prefill = sh.prefill;
-    if (sh.segments) {
+    if (sh.segments) {   // (the plan's workspace is allocated below, as large as it says)
       popt.split = SplitKv::on;
       popt.num_segments = sh.segments;
+      popt.workspace_bytes = 1ull << 31;
     }
     in->plan = std::make_unique<PagedAttentionPlan>(ctx, cfg, Hq, sh.q_dtype, PagedAttentionLengths{qsl, lens}, popt);
   }
