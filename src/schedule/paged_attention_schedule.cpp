@@ -89,7 +89,7 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_
   // Split into the segments (up to 4, of >= 1024 keys) that fill the last
   // wave best, where that beats the fill unsplit by 5 points or more: B=256
   // ctx=32768 (2048 items, 2.6 waves) ran 7.8% faster in 3 segments,
-  // ctx=4096 5.1% (DEVELOPERS.md, "The decode schedule's rules").
+  // ctx=4096 5.1%; bf16 6.8% and 3.3% (DEVELOPERS.md, "The decode schedule's rules").
   if (path != Path::scalar && workgroups_per_sm && st.even() && items >= 5ull * sms) {
     const uint64_t slots = uint64_t(workgroups_per_sm) * sms;
     auto fill = [&](uint64_t s) {
@@ -163,10 +163,16 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
 
 namespace {
 
-// How many 2-subgroup workgroups of the decode kernel an SM holds, where
-// measured: six with 8-row tiles on an H200 (168 registers, 16.2 KiB of
-// shared memory). 0 for other tiles (16 rows: bf16, rows of several tokens).
-uint32_t decode_workgroups_per_sm(const Schedule& s) { return s.bm == 8 && s.one_tile_per_seq ? 6u : 0u; }
+// How many 2-subgroup workgroups of the decode kernel an SM holds, for the
+// wave rule (automatic_segments): six with f16's 8-row tiles on an H200 (168
+// registers, 16.2 KiB of shared memory). bf16's 16-row tiles (195 registers)
+// hold five, but the rule with six chose their fastest split too (3
+// segments at B=256: DEVELOPERS.md). 0, no wave rule, for rows of several
+// tokens, where it was not measured (a 4-segment split of a B=256 step with
+// a 256-token chunk was much slower).
+uint32_t decode_workgroups_per_sm(const Schedule& s, const ScheduleProblem& p) {
+  return s.one_tile_per_seq && p.max_query_len <= 1 ? 6u : 0u;
+}
 
 // Where a plan's sequences go: the packed rows from which they take the
 // prefill kernel (0: none; the decode kernel takes the rest), and the
@@ -303,7 +309,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, decode_workgroups_per_sm(s));
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, decode_workgroups_per_sm(s, p));
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
