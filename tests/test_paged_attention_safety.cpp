@@ -128,36 +128,6 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(0, 32768)), 1u);
 }
 
-// Whole plans of many decodes: 256 sequences at ctx 4096 take 3 segments to
-// fill the last wave, with 8-row tiles (f16 on an H200) and 16-row ones
-// (bf16: no 16x8x16) alike; with rows of several tokens, unmeasured, the
-// plan stays unsplit (ChunksTooFewToFillTheGpu... below: B=256 + a chunk).
-TEST(PagedAttentionPlanSegments, ManyDecodesSplitWhereTheWavesAreKnown) {
-  using namespace detail;
-  ScheduleDevice dev;
-  dev.path = Path::coopmat2;
-  dev.subgroup_size = 32;
-  dev.multiprocessors = 132;
-  std::vector<int32_t> qsl(257), lens(256, 4096);
-  for (int i = 0; i <= 256; ++i) qsl[i] = i;
-  ScheduleProblem p;
-  p.num_q_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_size = 128;
-  p.num_seqs = 256;
-  p.num_tokens = 256;
-  p.max_query_len = 1;
-  p.query_start_loc = qsl;
-  p.seq_lens = lens;
-  p.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
-  for (bool has_16x8x16 : {true, false}) {
-    dev.has_16x8x16 = has_16x8x16;
-    const Schedule s = schedule_paged_attention(dev, p);
-    EXPECT_EQ(s.num_segments, 3u);
-    EXPECT_EQ(s.workgroup, 64u);   // 2 subgroups either way
-  }
-}
-
 // Subgroups per workgroup of the matrix kernel (H200 measurements in
 // src/ops/paged_attention.cpp): all that fit for one item per SM, 2 for many
 // even items, else 4.
@@ -228,6 +198,47 @@ static detail::ScheduleDevice h200_coopmat2() {
   dev.prefill_kernel = true;
   dev.prefill_shared_softmax = false;
   return dev;
+}
+
+// A plan's problem for a batch of (query_len, seq_len) sequences and
+// `decodes` decodes of decode_len keys, 32/8 heads x 128, split automatic.
+struct Batch {
+  std::vector<int32_t> qsl{0}, lens;
+  detail::ScheduleProblem p;
+  Batch(std::initializer_list<std::pair<int32_t, int32_t>> seqs, uint32_t decodes = 0, int32_t decode_len = 0) {
+    for (auto [q, s] : seqs) {
+      qsl.push_back(qsl.back() + q);
+      lens.push_back(s);
+      p.max_query_len = std::max<uint32_t>(p.max_query_len, q);
+    }
+    for (uint32_t i = 0; i < decodes; ++i) {
+      qsl.push_back(qsl.back() + 1);
+      lens.push_back(decode_len);
+    }
+    p.num_q_heads = 32;
+    p.num_kv_heads = 8;
+    p.head_size = 128;
+    p.num_seqs = uint32_t(lens.size());
+    p.num_tokens = uint32_t(qsl.back());
+    p.query_start_loc = qsl;
+    p.seq_lens = lens;
+    p.split = SplitKv::automatic;
+    p.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
+  }
+};
+
+// Whole plans of many decodes: 256 sequences at ctx 4096 take 3 segments to
+// fill the last wave, with 8-row tiles (f16 on an H200) and 16-row ones
+// (bf16: no 16x8x16) alike; with rows of several tokens, unmeasured, the
+// plan stays unsplit (ChunksTooFewToFillTheGpu... below: B=256 + a chunk).
+TEST(PagedAttentionPlanSegments, ManyDecodesSplitWhereTheWavesAreKnown) {
+  detail::ScheduleDevice dev = h200_coopmat2();
+  for (bool has_16x8x16 : {true, false}) {
+    dev.has_16x8x16 = has_16x8x16;
+    const detail::Schedule s = detail::schedule_paged_attention(dev, Batch({}, 256, 4096).p);
+    EXPECT_EQ(s.num_segments, 3u);
+    EXPECT_EQ(s.workgroup, 64u);   // 2 subgroups either way
+  }
 }
 
 // Routing sequences by rows (detail::schedule_paged_attention), only on a
@@ -342,31 +353,6 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
 TEST(PagedAttentionPlanRouting, ChunksTooFewToFillTheGpuTakeThePrefillKernelInSegments) {
   using namespace detail;
   ScheduleDevice dev = h200_coopmat2();
-  // A batch of (query_len, seq_len) sequences, 32/8 heads x 128.
-  struct Batch {
-    std::vector<int32_t> qsl{0}, lens;
-    ScheduleProblem p;
-    Batch(std::initializer_list<std::pair<int32_t, int32_t>> seqs, uint32_t decodes = 0, int32_t decode_len = 0) {
-      for (auto [q, s] : seqs) {
-        qsl.push_back(qsl.back() + q);
-        lens.push_back(s);
-        p.max_query_len = std::max<uint32_t>(p.max_query_len, q);
-      }
-      for (uint32_t i = 0; i < decodes; ++i) {
-        qsl.push_back(qsl.back() + 1);
-        lens.push_back(decode_len);
-      }
-      p.num_q_heads = 32;
-      p.num_kv_heads = 8;
-      p.head_size = 128;
-      p.num_seqs = uint32_t(lens.size());
-      p.num_tokens = uint32_t(qsl.back());
-      p.query_start_loc = qsl;
-      p.seq_lens = lens;
-      p.split = SplitKv::automatic;
-      p.workspace_bytes = kDefaultPagedAttentionWorkspaceBytes;
-    }
-  };
   // `bench decode`'s varlen batch: a 129- and a 64-token chunk among decodes
   // give the prefill kernel 7 tiles x 8 heads = 56 workgroups, 168 in 3 segments.
   Batch varlen({{1, 1328}, {5, 18}, {129, 463}, {1, 4096}, {64, 2048}});
