@@ -13,6 +13,9 @@
 target_sources(vkattn_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/sanitizer_options.cpp)
 target_compile_definitions(vkattn_tests PRIVATE
   VKATTN_LSAN_SUPPRESSIONS="${CMAKE_CURRENT_SOURCE_DIR}/lsan_suppressions.txt")
+# The same lavapipe settings as the normal stage: they are part of Mesa's
+# shader-cache key, so only then does this stage find the pipelines it compiled.
+include(${PROJECT_SOURCE_DIR}/cmake/lavapipe_test_env.cmake)
 gtest_discover_tests(vkattn_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
   TEST_FILTER "-*/*"
-  PROPERTIES TIMEOUT 300 LABELS sanitize)
+  PROPERTIES TIMEOUT 300 LABELS sanitize ENVIRONMENT "${VKATTN_LAVAPIPE_TEST_ENV}")

@@ -339,24 +339,29 @@ TEST_F(PagedAttentionAutomaticRouting, LongSequencesGoToThePrefillKernelOnCoopma
 // mixed, the prefill kernel asked for, split, and on a GPU a batch that
 // automatic routes to the prefill kernel) create none.
 TEST_F(PagedAttentionAutomaticRouting, PrepareMakesEveryPipelineARunNeeds) {
-  const KvCacheConfig cfg{.num_blocks = 64, .block_size = 16, .num_kv_heads = 8, .head_size = 128};
+  // The GPU takes a serving shape; the CPU device a smaller one of the same
+  // kinds of run (its scalar kernel and the float64 reference took most of a
+  // minute at 32 x 128 under a loaded CI machine).
+  const bool cpu = on_cpu(ctx());
+  const uint32_t hq = cpu ? 8 : 32, hkv = cpu ? 2 : 8, d = cpu ? 64 : 128;
+  const KvCacheConfig cfg{.num_blocks = 64, .block_size = 16, .num_kv_heads = hkv, .head_size = d};
   PagedAttentionVariant variant;
   variant.sliding_window = true;
   variant.lse = true;
-  prepare_paged_attention(ctx(), cfg, 32, DType::f16, std::span<const PagedAttentionVariant>(&variant, 1));
+  prepare_paged_attention(ctx(), cfg, hq, DType::f16, std::span<const PagedAttentionVariant>(&variant, 1));
   const size_t prepared = ctx().pipelines_created();
-  std::vector<PagedAttentionCase> cases = {make(kDecode, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 421),
-                                           make(kMixed, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 422)};
+  std::vector<PagedAttentionCase> cases = {make(kDecode, hq, hkv, d, 16, DType::f16, KvLayout::nhd, 421),
+                                           make(kMixed, hq, hkv, d, 16, DType::f16, KvLayout::nhd, 422)};
   cases.push_back(cases[1]);
   cases.back().prefill = PrefillKernel::on;
   cases.push_back(cases[0]);
   cases.back().split = SplitKv::on;
   cases.back().num_segments = 3;
-  if (!on_cpu(ctx())) {
+  if (!cpu) {
     Seqs seqs;
     for (uint32_t i = 0; i < 20; ++i) seqs.push_back({40, 40 + (i * 53) % 400});
     for (uint32_t i = 0; i < 6; ++i) seqs.push_back({1, 100 + i * 97});
-    cases.push_back(make(seqs, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 423));
+    cases.push_back(make(seqs, hq, hkv, d, 16, DType::f16, KvLayout::nhd, 423));
   }
   for (auto& c : cases) {
     c.sliding_window = 200;
