@@ -321,7 +321,7 @@ BenchMeta sample_meta() {
   m.path = "coopmat2";
   m.library_version = "0.1.0";
   m.timestamp = "2025-01-02T03:04:05Z";
-  m.ceilings = {3731.0, 756.0, 700.0, "coopmat2", 3.25, 5.5};
+  m.ceilings = {3731.0, 756.0, 700.0, "coopmat2", 3.25, 5.5, 4.0};
   return m;
 }
 
@@ -480,7 +480,7 @@ TEST(BenchTable, HeaderAndAlignedRows) {
   EXPECT_NE(t.find("coopmat2"), std::string::npos);
   EXPECT_NE(t.find("copy 3731 GB/s"), std::string::npos) << t;
   EXPECT_NE(t.find("f16 756 TFLOP/s"), std::string::npos) << t;
-  EXPECT_NE(t.find("dispatch 3.250 µs, 2 dependent 5.500 µs"), std::string::npos) << t;
+  EXPECT_NE(t.find("dispatch 3.250 µs, 2 dependent 5.500 µs, fill + dispatch 4.000 µs"), std::string::npos) << t;
   EXPECT_NE(t.find("median µs"), std::string::npos);
   EXPECT_NE(t.find("% ceiling"), std::string::npos);
   // Case 0: median 11 us, 30 MB -> 2727.3 GB/s -> 73.1% of 3731.
@@ -526,6 +526,7 @@ TEST(BenchJson, ParsesAndHasEveryFigure) {
   EXPECT_EQ(doc.get("ceilings")->get("matrix_path")->str, "coopmat2");
   EXPECT_DOUBLE_EQ(doc.get("ceilings")->get("dispatch_us")->num, 3.25);
   EXPECT_DOUBLE_EQ(doc.get("ceilings")->get("dependent_dispatches_us")->num, 5.5);
+  EXPECT_DOUBLE_EQ(doc.get("ceilings")->get("fill_dispatch_us")->num, 4.0);
   const JVal* arr = doc.get("cases");
   ASSERT_NE(arr, nullptr);
   ASSERT_EQ(arr->type, JVal::Arr);

@@ -14,6 +14,8 @@ namespace vkattn::tool {
 
 namespace {
 
+constexpr uint64_t kFillBytes = 256;
+
 // Copy `bytes` (a large, cache-cold buffer); verified on a small copy of random words.
 BenchOp copy_op(Context& ctx, uint64_t bytes) {
   auto src = std::make_shared<Buffer>(ctx, bytes);
@@ -47,16 +49,27 @@ BenchOp copy_op(Context& ctx, uint64_t bytes) {
 // small copy of one workgroup), and of two where the second reads what the
 // first wrote, after a compute barrier (as split-KV's reduce follows the
 // attention kernel): the floor under latency-bound cases such as decode of one
-// sequence.
-BenchOp dispatch_op(Context& ctx, uint32_t dispatches) {
+// sequence. With `fill`, a vkCmdFillBuffer of 256 bytes of the first buffer
+// comes first, and the dispatch reads it after a transfer-to-compute barrier:
+// what a kernel that needs zeroed counters (a reduce fused into the attention
+// kernel) would pay in place of a second dispatch.
+BenchOp dispatch_op(Context& ctx, uint32_t dispatches, bool fill = false) {
   constexpr uint64_t bytes = 4096;
   auto bufs = std::make_shared<std::vector<Buffer>>();
   for (uint32_t i = 0; i <= dispatches; ++i) bufs->emplace_back(ctx, bytes);
   BenchOp op;
-  op.info.name = dispatches == 1 ? "dispatch" : std::to_string(dispatches) + " dependent dispatches";
-  op.info.params = {{"dispatches", std::to_string(dispatches)}, {"bytes", std::to_string(bytes)}};
+  op.info.name = fill ? "fill + dispatch" : dispatches == 1 ? "dispatch" : std::to_string(dispatches) + " dependent dispatches";
+  op.info.params = {{"dispatches", std::to_string(dispatches)}, {"bytes", std::to_string(bytes)}, {"fill", fill ? "256" : "0"}};
   op.info.bound = "latency";
-  op.record = [&ctx, bufs, dispatches](VkCommandBuffer cmd, uint32_t) {
+  op.record = [&ctx, bufs, dispatches, fill](VkCommandBuffer cmd, uint32_t) {
+    if (fill) {
+      ctx.impl().vk.vkCmdFillBuffer(cmd, (*bufs)[0].handle(), 0, kFillBytes, 0u);
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+      ctx.impl().vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                                         nullptr, 0, nullptr);
+    }
     for (uint32_t i = 0; i < dispatches; ++i) {
       if (i) {
         VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -68,12 +81,13 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches) {
       bench::copy(ctx, (*bufs)[i], (*bufs)[i + 1], bytes, cmd);
     }
   };
-  // The last buffer ends up holding the first's words.
-  op.verify = [&ctx, bufs, dispatches, record = op.record]() {
+  // The last buffer ends up holding the first's words (the filled ones zero).
+  op.verify = [&ctx, bufs, dispatches, fill, record = op.record]() {
     std::vector<uint32_t> words(bytes / 4);
     ref::Rng rng(5);
     for (auto& w : words) w = static_cast<uint32_t>(rng.next());
     (*bufs)[0].upload(words.data(), bytes);
+    if (fill) std::fill(words.begin(), words.begin() + kFillBytes / 4, 0u);
     for (uint32_t i = 1; i <= dispatches; ++i) (*bufs)[i].fill(0xFFFFFFFFu);
     ctx.submit_and_wait([&](VkCommandBuffer cmd) { record(cmd, 0); });
     Verification v;
@@ -181,6 +195,7 @@ std::vector<BenchOp> ceiling_ops(Context& ctx, bool quick) {
   if (path != Path::scalar && caps.bf16_matrices) ops.push_back(matmul_op(ctx, path, workgroups, iterations, DType::bf16));
   ops.push_back(dispatch_op(ctx, 1));
   ops.push_back(dispatch_op(ctx, 2));
+  ops.push_back(dispatch_op(ctx, 1, true));
   return ops;
 }
 
@@ -208,7 +223,9 @@ void absorb_ceiling(report::Ceilings& ceilings, const report::BenchCase& c) {
     ceilings.matrix_path = c.params.at("path");
   }
   if (c.bound == "latency") {
-    if (c.params.at("dispatches") == "1") ceilings.dispatch_us = s.median_us;
+    const auto fill = c.params.find("fill");
+    if (fill != c.params.end() && fill->second != "0") ceilings.fill_dispatch_us = s.median_us;
+    else if (c.params.at("dispatches") == "1") ceilings.dispatch_us = s.median_us;
     else ceilings.dependent_dispatches_us = s.median_us;
   }
 }

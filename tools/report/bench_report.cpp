@@ -238,6 +238,7 @@ std::string ceilings_line(const Ceilings& c) {
   if (!c.matrix_path.empty()) s += " (matrix path " + c.matrix_path + ")";
   if (c.dispatch_us > 0) s += ", dispatch " + format_us(c.dispatch_us) + " µs";
   if (c.dependent_dispatches_us > 0) s += ", 2 dependent " + format_us(c.dependent_dispatches_us) + " µs";
+  if (c.fill_dispatch_us > 0) s += ", fill + dispatch " + format_us(c.fill_dispatch_us) + " µs";
   return s;
 }
 
@@ -341,7 +342,8 @@ void write_json(std::ostream& os, const BenchMeta& meta, const std::vector<Bench
   os << "    \"bf16_tflops\": " << json_num(cl.bf16_tflops) << ",\n";
   os << "    \"matrix_path\": " << json_quote(cl.matrix_path) << ",\n";
   os << "    \"dispatch_us\": " << json_num(cl.dispatch_us) << ",\n";
-  os << "    \"dependent_dispatches_us\": " << json_num(cl.dependent_dispatches_us) << "\n";
+  os << "    \"dependent_dispatches_us\": " << json_num(cl.dependent_dispatches_us) << ",\n";
+  os << "    \"fill_dispatch_us\": " << json_num(cl.fill_dispatch_us) << "\n";
   os << "  },\n";
   os << "  \"cases\": [";
   for (std::size_t i = 0; i < cases.size(); ++i) {

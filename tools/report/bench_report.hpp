@@ -19,6 +19,7 @@ struct Ceilings {
   std::string matrix_path; // which matrix path the TFLOP/s ceilings were measured on
   double dispatch_us = 0;               // one small dispatch, as the suites time it
   double dependent_dispatches_us = 0;   // two, the second after a compute barrier
+  double fill_dispatch_us = 0;          // a small vkCmdFillBuffer, then one dispatch after a transfer barrier
 };
 
 struct BenchCase {
