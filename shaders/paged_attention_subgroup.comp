@@ -143,6 +143,26 @@ shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_S
 const uint SLOT = BM * D / 4u;
 const uint STAGE_SLOTS = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS) / SLOT;
 const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
+#if PA_MATRIX_BF16
+// bf16's tiles have 16 columns (the device's only bf16 shape), of which an
+// item uses TR (4 in decode with GQA 4): slots of all 16 rows made 8
+// subgroups, and 2, merge in two rounds, which was most of bf16 decode's time
+// over f16's at short contexts (DEVELOPERS.md). Where TR < BM (COMPACT), each
+// O^T slice goes through a scratch of the subgroup's own, after the slots, and
+// only its TR rows go on into the slot. (A store of each lane's own elements,
+// their rows read from a matrix of indices, was slower: DEVELOPERS.md.)
+const uint SCRATCH_VEC4 = 2u * 64u;   // two 16 x 16 f32 matrices, used in turn
+const uint STAGE_VEC4 = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS);
+const uint TR_SLOT = TR * D / 4u;
+// Slots of TR rows beside the scratches (0 where none fits, or TR = BM).
+// Nested selections: glslang emits no spec-constant && .
+const uint COMPACT_FIT = STAGE_VEC4 >= NW * SCRATCH_VEC4 + TR_SLOT ? (STAGE_VEC4 - NW * SCRATCH_VEC4) / TR_SLOT : 0u;
+const uint COMPACT_SLOTS = TR < BM ? COMPACT_FIT : 0u;
+const bool COMPACT = COMPACT_SLOTS > 0u;
+const uint MSLOT = COMPACT_SLOTS > 0u ? TR_SLOT : SLOT;   // uvec4s per slot: O[TR or BM][head_size] f32
+const uint MSLOTS_FIT = COMPACT_SLOTS > 0u ? COMPACT_SLOTS : STAGE_SLOTS;
+const uint MSLOTS = MSLOTS_FIT < NW ? MSLOTS_FIT : NW;
+#endif
 // S and P tiles are sized by the rows (16 keys x 8 or 16): with 8-row tiles
 // 8 subgroups fit 48 KiB at head size 128, and on an H200 a 2-subgroup
 // workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster. Per
@@ -493,9 +513,6 @@ void main() {
   // Round r: subgroups [r * SLOTS, (r + 1) * SLOTS) store their scaled O in
   // slot warp % SLOTS, or add it to what the slot holds; then each
   // invocation sums its elements over the slots.
-  for (uint r = 0; r * SLOTS < NW; ++r) {
-    if (warp / SLOTS == r) {
-      const uint at = (warp % SLOTS) * SLOT;
 #define MERGE(j)                                                                    \
       MatC acc = o##j * fm;                                                         \
       if (r > 0u) {                                                                 \
@@ -504,6 +521,38 @@ void main() {
         acc = acc + prev;                                                           \
       }                                                                             \
       coopMatStore(acc, stage, at + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);   /* O[r][d] */
+#if PA_MATRIX_BF16
+  for (uint r = 0; r * MSLOTS < NW; ++r) {
+    if (warp / MSLOTS == r) {
+      const uint at = (warp % MSLOTS) * MSLOT;
+      if (COMPACT) {
+        const uint scratch = MSLOTS * MSLOT + warp * SCRATCH_VEC4;
+        // Slice j as [row][16 dims] in scratch j % 2, then its TR rows (4
+        // uvec4s each) into the slot's O[r][d]. The sync after slice j + 1's
+        // store orders slice j's reads before slice j + 2 overwrites them.
+#define MERGE_COMPACT(j)                                                            \
+        coopMatStore(o##j * fm, stage, scratch + 64u * (j % 2u), 4u, gl_CooperativeMatrixLayoutColumnMajor); \
+        subgroup_sync();                                                            \
+        for (uint q = lane; q < TR * 4u; q += SG) {                                 \
+          const uint to = at + (q / 4u) * (D / 4u) + 4u * j + q % 4u;               \
+          vec4 v = uintBitsToFloat(stage[scratch + 64u * (j % 2u) + q]);            \
+          if (r > 0u) v += uintBitsToFloat(stage[to]);                              \
+          stage[to] = floatBitsToUint(v);                                           \
+        }
+        EACH_SLICE(MERGE_COMPACT)
+      } else {
+        EACH_SLICE(MERGE)
+      }
+    }
+    barrier();
+  }
+  for (uint e = tid; e < TR * D; e += PA_WORKGROUP_SIZE) {
+    float o = 0.0;
+    for (uint w = 0; w < MSLOTS; ++w) o += uintBitsToFloat(stage[(w * MSLOT * 4u + e) / 4u][e % 4u]);
+#else
+  for (uint r = 0; r * SLOTS < NW; ++r) {
+    if (warp / SLOTS == r) {
+      const uint at = (warp % SLOTS) * SLOT;
       EACH_SLICE(MERGE)
     }
     barrier();
@@ -511,6 +560,7 @@ void main() {
   for (uint e = tid; e < TR * D; e += PA_WORKGROUP_SIZE) {   // rows past TR are no item's
     float o = 0.0;
     for (uint w = 0; w < SLOTS; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
+#endif
     if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
     pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
   }
