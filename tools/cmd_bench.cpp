@@ -88,7 +88,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   DeviceFlags dev(f);
   auto& json = f.add_string("json", "", "write every figure to FILE as JSON");
   auto& csv = f.add_string("csv", "", "write every figure to FILE as CSV");
-  auto& plot = f.add_string("plot", "", "draw the sweep to FILE.svg");
+  auto& plot = f.add_string("plot", "", "draw the sweep as SVG to FILE (name it .svg)");
   auto& filter = f.add_string("filter", "", "only cases whose name matches this regular expression");
   auto& repeat = f.add_int("repeat", 30, "at least N timed repetitions per case", 1, 100000);
   auto& min_time = f.add_double("min-time", 0.05, "at least this many seconds of GPU time per case", 0.0, 600.0);
