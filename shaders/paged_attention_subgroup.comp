@@ -80,6 +80,36 @@ const bool ALIGNED = PA_BLOCK_SIZE % 16u == 0u;
 // with prefix prefill's 16-bit new tokens as a key source.
 const bool WIDE = PA_FP8_CACHE && PA_LAYOUT != KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
 const uint PIECE = WIDE ? 16u : 8u;                 // elements per loaded piece
+// WIDE pieces are staged with the middle two head dims of every four swapped
+// (dims 0, 2, 1, 3: each f16 pair is one mask and at most one shift from the
+// fp8 word, where dims in order took a shift and a mask per byte; the
+// conversion was most of fp8 decode's time over f16's). Q is staged with the
+// same swap, so S is unchanged, and O's dims are swapped back when written.
+const bool SWAP_DIMS = WIDE;
+uint staged_dim(uint p) { return SWAP_DIMS ? (p & ~3u) | ((p & 1u) << 1) | ((p >> 1) & 1u) : p; }
+
+// 8 fp8 values (bytes of w0 then w1) as f16 (or bf16) pairs in SWAP_DIMS order.
+uvec4 elem8_from_fp8_swapped(uint w0, uint w1) {
+  uvec4 h;
+  [[unroll]] for (uint w = 0; w < 2u; ++w) {
+    const uint x = w == 0u ? w0 : w1;
+    const uint t0 = x & 0x00FF00FFu, t1 = (x >> 8) & 0x00FF00FFu;   // bytes 0, 2 and 1, 3 in 16-bit lanes
+    if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {   // e5m2 is f16's top byte
+      h[2u * w] = t0 << 8;
+      h[2u * w + 1u] = x & 0xFF00FF00u;
+    } else {   // e4m3 as value * 2^-8, as elem8_from_raw (matrix_element.glsl) makes it
+      h[2u * w] = ((t0 + (t0 & 0x00800080u)) | (((t0 & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
+      h[2u * w + 1u] = ((t1 + (t1 & 0x00800080u)) | (((t1 & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
+    }
+  }
+  if (ELEM_IS_BF16) {
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      const vec2 f = unpackHalf2x16(h[e]);
+      h[e] = elem_pair_bits(f.x, f.y);
+    }
+  }
+  return h;
+}
 const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
 const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const uint STAGED_PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;   // 8-element staged pieces
@@ -293,8 +323,8 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
     if (first + i >= PPL || c >= TILE_PIECES) continue;
     if (WIDE) {   // 16 fp8 values: two staged pieces
       const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4 + (c % (D / 16u)) * 2u;
-      stage[at] = elem8_from_raw(uvec4(raw[i].xy, 0u, 0u));
-      stage[at + 1u] = elem8_from_raw(uvec4(raw[i].zw, 0u, 0u));
+      stage[at] = elem8_from_fp8_swapped(raw[i].x, raw[i].y);
+      stage[at + 1u] = elem8_from_fp8_swapped(raw[i].z, raw[i].w);
     } else {
       stage[STAGED_PIECE_AT(is_value, c, warp)] = elem8_from_key(suffix, raw[i]);
     }
@@ -385,7 +415,8 @@ void main() {
   for (uint i = tid; i < TR * D / 8u; i += PA_WORKGROUP_SIZE) {
     const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
     uvec4 h;   // q's dtype is the element type: its bits go in unchanged
-    [[unroll]] for (uint e = 0; e < 4u; ++e) h[e] = pa_q_bits(it, r, d + 2u * e) | (pa_q_bits(it, r, d + 2u * e + 1u) << 16);
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      h[e] = pa_q_bits(it, r, staged_dim(d + 2u * e)) | (pa_q_bits(it, r, staged_dim(d + 2u * e + 1u)) << 16);
     stage[r * ROW_VEC4 + d / 8u] = h;
   }
   pa_load_chunk_bases();
@@ -561,7 +592,7 @@ void main() {
     float o = 0.0;
     for (uint w = 0; w < SLOTS; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
 #endif
-    if (fix) o += nonfinite_term(again, e / D, e % D, again.kv_begin & ~15, 16);
-    pa_write_result(done, e / D, e % D, o, final_m[e / D], final_l[e / D]);
+    if (fix) o += nonfinite_term(again, e / D, staged_dim(e % D), again.kv_begin & ~15, 16);
+    pa_write_result(done, e / D, staged_dim(e % D), o, final_m[e / D], final_l[e / D]);
   }
 }
