@@ -86,30 +86,9 @@ const uint PIECE = WIDE ? 16u : 8u;                 // elements per loaded piece
 // conversion was most of fp8 decode's time over f16's). Q is staged with the
 // same swap, so S is unchanged, and O's dims are swapped back when written.
 const bool SWAP_DIMS = WIDE;
+// (The conversion: elem8_from_fp8_swapped, matrix_element.glsl.)
 uint staged_dim(uint p) { return SWAP_DIMS ? (p & ~3u) | ((p & 1u) << 1) | ((p >> 1) & 1u) : p; }
 
-// 8 fp8 values (bytes of w0 then w1) as f16 (or bf16) pairs in SWAP_DIMS order.
-uvec4 elem8_from_fp8_swapped(uint w0, uint w1) {
-  uvec4 h;
-  [[unroll]] for (uint w = 0; w < 2u; ++w) {
-    const uint x = w == 0u ? w0 : w1;
-    const uint t0 = x & 0x00FF00FFu, t1 = (x >> 8) & 0x00FF00FFu;   // bytes 0, 2 and 1, 3 in 16-bit lanes
-    if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {   // e5m2 is f16's top byte
-      h[2u * w] = t0 << 8;
-      h[2u * w + 1u] = x & 0xFF00FF00u;
-    } else {   // e4m3 as value * 2^-8, as elem8_from_raw (matrix_element.glsl) makes it
-      h[2u * w] = ((t0 + (t0 & 0x00800080u)) | (((t0 & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
-      h[2u * w + 1u] = ((t1 + (t1 & 0x00800080u)) | (((t1 & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
-    }
-  }
-  if (ELEM_IS_BF16) {
-    [[unroll]] for (uint e = 0; e < 4u; ++e) {
-      const vec2 f = unpackHalf2x16(h[e]);
-      h[e] = elem_pair_bits(f.x, f.y);
-    }
-  }
-  return h;
-}
 const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
 const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
 const uint STAGED_PPL = (2u * PA_HEAD_SIZE + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;   // 8-element staged pieces

@@ -22,6 +22,29 @@ ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
 uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
 #endif
 
+// Two e4m3 values, the low bytes of a word's 16-bit lanes, as an f16 pair of
+// value * 2^-8: e4m3 s.eeee.mmm (bias 7) at bits 7-14 of an f16
+// s.eeeee.mmmmmmmmmm (bias 15), the exponent field's top bit 0, subnormals
+// included (they become f16 normals or subnormals, exactly). Per byte b:
+// b + (b & 0x80) moves the sign up a bit (bit 7 is then 0), and bit 7 set
+// where b's low 7 bits are all ones (a NaN code, which would land on 1.875)
+// becomes the exponent's top bit: a NaN.
+uint e4m3_lanes_to_f16_pair(uint t) {
+  return ((t + (t & 0x00800080u)) | (((t & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
+}
+
+// Four f16 pairs as ELEM pairs: bf16 modules convert them, exactly for the
+// fp8 values they come from (bf16 normals of at most 4 significant bits).
+uvec4 elem_pairs_from_f16(uvec4 h) {
+  if (ELEM_IS_BF16) {
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      const vec2 f = unpackHalf2x16(h[e]);
+      h[e] = elem_pair_bits(f.x, f.y);
+    }
+  }
+  return h;
+}
+
 // Eight cache values as pa_load_raw8 read them, as eight ELEMs: f16 and bf16
 // bits go through unchanged (the cache's type is the element type); e5m2 is
 // f16's top byte, so into f16 it is four byte shifts; e4m3 into f16 is shifts
@@ -37,28 +60,34 @@ uvec4 elem8_from_raw(uvec4 raw) {
       h[2u * w + 1u] = ((raw[w] >> 8) & 0xFF00u) | (raw[w] & 0xFF000000u);
     }
   } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3) {
-    // e4m3 s.eeee.mmm (bias 7) at bits 7-14 of an f16 s.eeeee.mmmmmmmmmm
-    // (bias 15), the exponent field's top bit 0, is value * 2^-8, subnormals
-    // included (they become f16 normals or subnormals, exactly). Per byte b
-    // in a 16-bit lane: b + (b & 0x80) moves the sign up a bit (bit 7 is
-    // then 0), and bit 7 set where b's low 7 bits are all ones (a NaN code,
-    // which would land on 1.875) becomes the exponent's top bit: a NaN.
     // Bytes 0 and 1 of a word go to lanes 0 and 1 of one pair, 2 and 3 of the next.
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
       const uint x = raw[w];
-      [[unroll]] for (uint p = 0; p < 2u; ++p) {
-        const uint t = ((x >> (16u * p)) & 0xFFu) | ((x >> (16u * p)) & 0xFF00u) << 8;
-        h[2u * w + p] = ((t + (t & 0x00800080u)) | (((t & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
-      }
+      [[unroll]] for (uint p = 0; p < 2u; ++p)
+        h[2u * w + p] = e4m3_lanes_to_f16_pair(((x >> (16u * p)) & 0xFFu) | ((x >> (16u * p)) & 0xFF00u) << 8);
     }
   }
-  if (PA_FP8_CACHE && ELEM_IS_BF16) {
-    [[unroll]] for (uint e = 0; e < 4u; ++e) {
-      const vec2 f = unpackHalf2x16(h[e]);
-      h[e] = elem_pair_bits(f.x, f.y);
+  return PA_FP8_CACHE ? elem_pairs_from_f16(h) : h;
+}
+
+// Eight fp8 values (the bytes of w0, then of w1) as ELEM pairs with the
+// middle two of every four swapped (values 0, 2, 1, 3): each pair is then
+// one mask of the word, and for e5m2 one shift (the decode kernel's WIDE
+// pieces, SWAP_DIMS there).
+uvec4 elem8_from_fp8_swapped(uint w0, uint w1) {
+  uvec4 h;
+  [[unroll]] for (uint w = 0; w < 2u; ++w) {
+    const uint x = w == 0u ? w0 : w1;
+    const uint t0 = x & 0x00FF00FFu, t1 = (x >> 8) & 0x00FF00FFu;   // bytes 0, 2 and 1, 3 in 16-bit lanes
+    if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {   // f16's top byte
+      h[2u * w] = t0 << 8;
+      h[2u * w + 1u] = x & 0xFF00FF00u;
+    } else {
+      h[2u * w] = e4m3_lanes_to_f16_pair(t0);
+      h[2u * w + 1u] = e4m3_lanes_to_f16_pair(t1);
     }
   }
-  return h;
+  return elem_pairs_from_f16(h);
 }
 
 // Eight values as pa_key_raw8 read them, as ELEMs: the suffix's are q's
