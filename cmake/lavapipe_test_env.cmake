@@ -6,7 +6,8 @@
 # first dispatch through LLVM, and at the tests' small shapes that compile is
 # most of a test's time. Without LLVM's optimisation passes the compile takes
 # a quarter to two fifths less (DEVELOPERS.md, "lavapipe"); the code runs the
-# same SPIR-V, only slower, which these shapes do not notice. Other drivers
-# ignore the variable. The tool's tests (cli_*) keep the optimised compiler,
-# as a user runs it, and so does a test binary run by hand.
+# same SPIR-V, only slower, which these shapes mostly do not notice (the
+# tool's `bench prefill --quick` tests take about 10% longer). Other drivers
+# ignore the variable. A test binary or the tool run by hand keeps the
+# optimised compiler.
 set(VKATTN_LAVAPIPE_TEST_ENV "GALLIVM_PERF=nopt")
