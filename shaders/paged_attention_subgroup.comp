@@ -531,6 +531,9 @@ void main() {
         acc = acc + prev;                                                           \
       }                                                                             \
       coopMatStore(acc, stage, at + 4u * j, D / 4u, gl_CooperativeMatrixLayoutColumnMajor);   /* O[r][d] */
+// The bf16 modules' loop below has COMPACT; the f16 modules keep theirs as
+// it was (#else), because code that folds away can still slow this kernel
+// (DEVELOPERS.md) and f16 decode was not re-measured with a shared loop.
 #if PA_MATRIX_BF16
   for (uint r = 0; r * MSLOTS < NW; ++r) {
     if (warp / MSLOTS == r) {
