@@ -229,9 +229,9 @@ std::vector<Combo> combos() {
     add("gpu_decode_h8x2_d128_bf16_split_bs16_split7", c, true);
   }
   {
-    // 64 decode sequences of 200..499 keys: 512 even work items, which the
-    // plan runs in workgroups of 2 subgroups on a GPU of <= 170 SMs
-    // (detail::matrix_subgroups).
+    // 64 decode sequences of 200..499 keys: 512 work items, which the plan
+    // runs unsplit in workgroups of 4 subgroups on a GPU of <= 256 SMs
+    // (detail::matrix_subgroups, detail::automatic_segments).
     Seqs many;
     for (uint32_t i = 0; i < 64; ++i) many.push_back({1, 200 + (i * 37) % 300});
     auto c = make(many, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 309);
@@ -239,13 +239,13 @@ std::vector<Combo> combos() {
     add("gpu_decode_h32x8_d128_f16_nhd_bs16_64seqs", c, true);
   }
   {
-    // 48 decode sequences of 2048..2559 keys, 8 kv heads: 384 even work items,
-    // which a GPU of 77..192 SMs splits automatically (2 to 5 items per SM;
-    // an H200: 2 segments of 2-subgroup workgroups; detail::automatic_segments).
+    // 6 decode sequences of 2048..2559 keys, 8 kv heads: 48 work items,
+    // which a GPU of 96..143 SMs splits automatically into 2 segments of
+    // 8-subgroup workgroups (an H200; detail::automatic_segments).
     Seqs many;
-    for (uint32_t i = 0; i < 48; ++i) many.push_back({1, 2048 + (i * 101) % 512});
+    for (uint32_t i = 0; i < 6; ++i) many.push_back({1, 2048 + (i * 101) % 512});
     auto c = make(many, 8, 8, 128, 16, DType::f16, KvLayout::nhd, 310);
-    add("gpu_decode_h8x8_d128_f16_nhd_bs16_48seqs_autosplit", c, true);
+    add("gpu_decode_h8x8_d128_f16_nhd_bs16_6seqs_autosplit", c, true);
   }
   // The prefill kernel (paged_prefill.comp): head sizes 64, 80, 128 (256: see below);
   // block sizes 16, 48, 128; GQA 1, 4, 5; every option.

@@ -88,34 +88,42 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(128, 4096)), 1u);     // B=16 ctx=4096: no split
   // ... two when each segment keeps >= 4096 keys.
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(128, 32768)), 2u);    // B=16 ctx=32768: 256 workgroups
-  // 2 to 5 even items per SM: about 12 workgroups per SM, segments >= 1024 keys.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 4096)), 3u);     // B=64 ctx=4096
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 32768)), 3u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 512)), 1u);      // segments would be too short
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 2048)), 2u);
-  EXPECT_EQ(automatic_segments(Path::coopmat, sms, keys(264, 32768)), 6u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(659, 32768)), 2u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(660, 32768)), 1u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(768, 4096)), 1u);     // B=96: a wave nearly full
-  std::vector<int64_t> uneven(423, 500);   // one long prefill among short decodes
+  // Between one and two items per SM: unsplit.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(133, 32768)), 1u);    // B=17
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(256, 32768)), 1u);    // B=32
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(264, 32768)), 1u);
+  // More even items: in waves of 2 workgroups per SM, the segments (up to 4,
+  // of >= 1024 keys) that need the fewest waves, each 1/s long, if that
+  // promises 15% (H200 measurements in DEVELOPERS.md, ctx 4096 and 32768).
+  for (int64_t each : {4096, 32768}) {
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(272, each)), 4u) << each;   // B=34: 1.25 waves, not 2
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(320, each)), 4u) << each;   // B=40
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(384, each)), 2u) << each;   // B=48: 1.5, not 2
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(400, each)), 3u) << each;   // B=50: 1.67
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(448, each)), 1u) << each;   // B=56: 1.75 promises too little
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, each)), 1u) << each;   // B=64: 2 waves either way
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(576, each)), 4u) << each;   // B=72: 2.25, not 3
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(640, each)), 2u) << each;   // B=80: 2.5 (4 too: the fewer)
+    EXPECT_EQ(automatic_segments(Path::coopmat, sms, keys(640, each)), 2u) << each;
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(768, each)), 1u) << each;   // B=96
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(1024, each)), 1u) << each;  // B=128
+    EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, each)), 1u) << each;  // B=256
+    EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(320, each)), 1u) << each;
+  }
+  // Segments keep >= 1024 keys.
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(320, 1024)), 1u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(320, 2048)), 2u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(320, 3072)), 3u);
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(320, 512)), 1u);
+  // Uneven batches (one long prefill among short decodes) wait on their longest item: unsplit.
+  std::vector<int64_t> uneven(423, 2000);
   uneven.push_back(100000);
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, uneven), 1u);
-  // 5 or more even items per SM, in waves of 6 workgroups per SM (8-row
-  // tiles): the segments (of >= 1024 keys) that fill the last wave best, if
-  // by 5 points or more. Not where the workgroups per SM are unknown.
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096), 6), 3u);    // B=256: 7.76 waves, not 2.59
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 32768), 6), 3u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096)), 1u);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 2048), 6), 1u);    // 2 segments fill no better
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 512), 6), 1u);     // segments would be too short
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(4096, 4096), 6), 2u);    // B=512: 10.3 waves
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(768, 4096), 6), 1u);     // B=96: 0.97 of a wave
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(2048, 4096), 6), 1u);
-  std::vector<int64_t> uneven_many(2047, 500);
-  uneven_many.push_back(100000);
-  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, uneven_many, 6), 1u);
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(264, 32768)), 1u);
-  EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(512, 32768)), 1u);
+  std::vector<int64_t> edge(400, 4096);
+  edge[0] = 2 * 4096 + 100;   // longest over twice the mean: uneven
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, edge), 1u);
+  edge[0] = 2 * 4096;         // twice the mean at most: even
+  EXPECT_EQ(automatic_segments(Path::coopmat2, sms, edge), 3u);
   // Scalar kernel: about 4 workgroups per SM, at most 64 segments of >= 256 keys.
   EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(8, 32768)), 64u);
   EXPECT_EQ(automatic_segments(Path::scalar, sms, keys(8, 1000)), 3u);
@@ -129,8 +137,8 @@ TEST(PagedAttentionPlanSegments, AutomaticChoiceFollowsTheMeasurements) {
 }
 
 // Subgroups per workgroup of the matrix kernel (H200 measurements in
-// src/ops/paged_attention.cpp): all that fit for one item per SM, 2 for many
-// even items, else 4.
+// DEVELOPERS.md, "The decode schedule's rules"): all that fit for one item per
+// SM when each gets a tile, else 4.
 TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   using detail::matrix_subgroups;
   const uint32_t sms = 132;
@@ -139,26 +147,26 @@ TEST(PagedAttentionPlanSubgroups, FollowTheMeasurements) {
   EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(128, 4096)), 8u);   // B=16 ctx=4096
   EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(132, 128)), 8u);
   EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(64, 64)), 4u);      // B=1 ctx=512: 64-key segments
-  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(133, 4096)), 4u);   // more items than SMs
   EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(8, 4096)), 4u);     // prefill tiles: 4 fit
-  EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(512, 4096)), 2u);   // many even items
-  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(512, 4096)), 2u);    // B=64 ctx=4096
-  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(2048, 512)), 2u);    // B=256 ctx=512
-  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(128, 4096)), 4u);    // B=16 ctx=4096: too few
-  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(395, 4096)), 4u);    // just under 3 per SM
-  EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(396, 4096)), 2u);
-  EXPECT_EQ(matrix_subgroups(2, sms, std::vector<int64_t>(512, 4096)), 2u);    // head size 256: 2 already
-  // Uneven items (one long prefill among short decodes) keep 4.
+  // More items than SMs: 4, even or not, short or long.
+  for (size_t items : {133u, 395u, 396u, 512u, 2048u})
+    for (int64_t each : {512, 4096, 32768}) {
+      EXPECT_EQ(matrix_subgroups(8, sms, std::vector<int64_t>(items, each)), 4u) << items << " x " << each;
+      EXPECT_EQ(matrix_subgroups(4, sms, std::vector<int64_t>(items, each)), 4u) << items << " x " << each;
+    }
   std::vector<int64_t> uneven(500, 100);
   uneven.push_back(20000);
-  EXPECT_EQ(matrix_subgroups(4, sms, uneven), 4u);
-  // Exactly twice the mean is still even.
-  std::vector<int64_t> edge(400, 100);
-  edge[0] = 200 + 1;   // mean 100.25 -> twice 200.5 < 201: uneven
-  EXPECT_EQ(matrix_subgroups(4, sms, edge), 4u);
-  edge[0] = 200;       // mean 100.25 -> twice 200.5 >= 200: even
-  EXPECT_EQ(matrix_subgroups(4, sms, edge), 2u);
+  EXPECT_EQ(matrix_subgroups(8, sms, uneven), 4u);
+  // Where shared memory allows fewer (head size 256), no more than that.
+  EXPECT_EQ(matrix_subgroups(2, sms, std::vector<int64_t>(512, 4096)), 2u);
+  EXPECT_EQ(matrix_subgroups(2, sms, std::vector<int64_t>(8, 4096)), 2u);
+  EXPECT_EQ(matrix_subgroups(1, sms, std::vector<int64_t>(512, 4096)), 1u);
   EXPECT_EQ(matrix_subgroups(4, sms, {}), 4u);
+  // The pipelines a plan prepares are every count it may return.
+  using detail::matrix_subgroup_choices;
+  EXPECT_EQ(matrix_subgroup_choices(8), (std::vector<uint32_t>{4, 8}));
+  EXPECT_EQ(matrix_subgroup_choices(4), (std::vector<uint32_t>{4}));
+  EXPECT_EQ(matrix_subgroup_choices(2), (std::vector<uint32_t>{2}));
 }
 
 // The decode kernel's tile (detail::choose_tile): rows as the matrices' N (8
@@ -227,17 +235,21 @@ struct Batch {
   }
 };
 
-// Whole plans of many decodes: 256 sequences at ctx 4096 take 3 segments to
-// fill the last wave, with 8-row tiles (f16 on an H200) and 16-row ones
-// (bf16: no 16x8x16) alike; with rows of several tokens, unmeasured, the
-// plan stays unsplit (ChunksTooFewToFillTheGpu... below: B=256 + a chunk).
-TEST(PagedAttentionPlanSegments, ManyDecodesSplitWhereTheWavesAreKnown) {
+// Whole plans of many decodes: 256 sequences at ctx 4096 run unsplit in
+// workgroups of 4 subgroups, with 8-row tiles (f16 on an H200) and 16-row
+// ones (bf16: no 16x8x16) alike, and with rows of several tokens too.
+TEST(PagedAttentionPlanSegments, ManyDecodesRunUnsplitInWorkgroupsOfFour) {
   detail::ScheduleDevice dev = h200_coopmat2();
   for (bool has_16x8x16 : {true, false}) {
     dev.has_16x8x16 = has_16x8x16;
     const detail::Schedule s = detail::schedule_paged_attention(dev, Batch({}, 256, 4096).p);
-    EXPECT_EQ(s.num_segments, 3u);
-    EXPECT_EQ(s.workgroup, 64u);   // 2 subgroups either way
+    EXPECT_EQ(s.num_segments, 1u);
+    EXPECT_FALSE(s.split);
+    EXPECT_EQ(s.workgroup, 128u);
+    const detail::Schedule chunk = detail::schedule_paged_attention(dev, Batch({{64, 4096}}, 256, 4096).p);
+    EXPECT_FALSE(chunk.prefill.on);
+    EXPECT_EQ(chunk.num_segments, 1u);
+    EXPECT_EQ(chunk.workgroup, 128u);
   }
 }
 

@@ -111,6 +111,11 @@ int cmd_bench(const std::vector<std::string>& args) {
                                    "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
     segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; for schedule experiments)", 0, 256);
   }
+  std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
+  if (suite->name == "decode") {
+    decode_batches = &f.add_int_list("batch", {1, 16, 64, 256}, "decoding sequences per case (with --quick: 1,4 unless given)", 1, 4096);
+    decode_contexts = &f.add_int_list("context", {512, 4096, 32768}, "context of every sequence (with --quick: 100,300 unless given)", 1, 1 << 20);
+  }
   if (serve) {
     host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");
     batches = &f.add_int_list("batch", {1, 16, 64, 256}, "decoding sequences per step", 1, 4096);
@@ -180,6 +185,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     d.layout = parse_layout(*layout);
     d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
     d.segments = static_cast<uint32_t>(*segments);
+    auto grid = [&](const char* name, const std::vector<int64_t>* v, std::vector<uint32_t>& to) {
+      if (v && f.was_set(name)) for (int64_t x : *v) to.push_back(static_cast<uint32_t>(x));
+    };
+    grid("batch", decode_batches, d.batches);
+    grid("context", decode_contexts, d.contexts);
     ops = suite->name == "prefill" ? prefill_cases(ctx, quick, d) : decode_cases(ctx, quick, d);
   } else if (!serve) {
     ops = suite->cases(ctx, quick);

@@ -319,13 +319,18 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
   const ScheduleDevice dev = schedule_device(ctx, p.path, q_dtype);
   // Every tile a batch may get (by its longest query's rows: none, one
   // decode token's GQA heads, or more), and on the matrix paths every
-  // workgroup size up to the tile's most.
+  // workgroup size the schedule may give it (detail::matrix_subgroup_choices).
   const uint32_t gqa = num_q_heads / cache.num_kv_heads;
   std::vector<Tile> tiles;
   for (uint32_t rows : {0u, gqa, 2u, 4u, 8u, 16u, 32u}) {
     if (rows && rows < gqa) continue;
     const Tile t = choose_tile(dev, cache.head_size, rows);
-    for (uint32_t w = p.path == Path::scalar ? t.workgroup : dev.subgroup_size; w <= t.workgroup; w *= 2)
+    const std::vector<uint32_t> sizes = p.path == Path::scalar ? std::vector<uint32_t>{t.workgroup} : [&] {
+      std::vector<uint32_t> w;
+      for (uint32_t n : detail::matrix_subgroup_choices(t.workgroup / dev.subgroup_size)) w.push_back(n * dev.subgroup_size);
+      return w;
+    }();
+    for (uint32_t w : sizes)
       if (std::none_of(tiles.begin(), tiles.end(),
                        [&](const Tile& u) { return u.bm == t.bm && u.bn == t.bn && u.workgroup == w && u.rows == t.rows; }))
         tiles.push_back({t.bm, t.bn, w, t.rows});

@@ -69,38 +69,27 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   return {bm, bn, wg, bm};
 }
 
-uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_t workgroups_per_sm) {
+uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
   const uint64_t items = st.items;
   const int64_t max_range = st.longest;
   if (items == 0 || max_range == 0) return 1;
-  // Matrix kernel, 2 to 5 even items per SM: an SM holds six 2-subgroup
-  // workgroups; with fewer it has too few subgroups to keep enough loads in
-  // flight. Segments of >= 1024 keys, about two waves of six workgroups per
-  // SM. Short contexts, a nearly full wave and uneven batches lose by
-  // splitting (DEVELOPERS.md, "The decode schedule's rules").
-  const uint64_t two_waves = 12ull * sms;
-  if (path != Path::scalar && st.even() && items >= 2ull * sms && items < 5ull * sms) {
-    const auto by_length = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 64));
-    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min((two_waves + items / 2) / items, by_length)));
-  }
-  // Matrix kernel, 5 or more even items per SM: they run in waves of
-  // workgroups_per_sm 2-subgroup workgroups per SM, and a last wave that is
-  // partly empty leaves bandwidth unused for as long as one workgroup runs.
-  // Split into the segments (up to 4, of >= 1024 keys) that fill the last
-  // wave best, where that beats the fill unsplit by 5 points or more: B=256
-  // ctx=32768 (2048 items, 2.6 waves) ran 7.8% faster in 3 segments,
-  // ctx=4096 5.1%; bf16 6.8% and 3.3% (DEVELOPERS.md, "The decode schedule's rules").
-  if (path != Path::scalar && workgroups_per_sm && st.even() && items >= 5ull * sms) {
-    const uint64_t slots = uint64_t(workgroups_per_sm) * sms;
-    auto fill = [&](uint64_t s) {
-      const uint64_t workgroups = items * s, waves = (workgroups + slots - 1) / slots;
-      return double(workgroups) / double(waves * slots);
-    };
+  // Matrix kernel, even items beyond 2 per SM, in workgroups of 4 subgroups
+  // (matrix_subgroups): their time steps at every 2 workgroups per SM, as if
+  // each SM ran two at once (H200, ctx 4096: B=34 to 64, 2.1 to 3.9 items
+  // per SM, took 209 to 253 µs; B=72 to 96, 4.4 to 5.8, 355 to 376). So
+  // split into the segments (up to 4, of >= 1024 keys) that need the fewest
+  // such waves, each 1/s as long, where that promises 15% or more: the
+  // partial results and the reduce took about 10 points of what the waves
+  // promised (DEVELOPERS.md, "The decode schedule's rules"). Uneven batches
+  // wait on their longest item and stay unsplit.
+  const uint64_t per_wave = 2ull * sms;
+  if (path != Path::scalar && st.even() && items > per_wave) {
+    auto waves = [&](uint64_t s) { return double((items * s + per_wave - 1) / per_wave) / double(s); };
     const uint64_t most = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 4));
     uint64_t best = 1;
     for (uint64_t s = 2; s <= most; ++s)
-      if (fill(s) >= fill(best) + 0.05) best = s;
-    return static_cast<uint32_t>(best);
+      if (waves(s) < waves(best)) best = s;
+    return waves(best) <= 0.85 * waves(1) ? static_cast<uint32_t>(best) : 1u;
   }
   if (items >= 2ull * sms) return 1;
   uint64_t by_fill, min_keys;
@@ -124,20 +113,22 @@ uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_
 }
 
 uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& st) {
-  // Tuned on an H200 with Hq 32 / Hkv 8, d 128, 8-row decode tiles
-  // (DEVELOPERS.md, "The decode schedule's rules").
-  const int64_t longest = st.longest;
+  // Tuned on an H200 with Hq 32 / Hkv 8, d 128 (DEVELOPERS.md, "The decode
+  // schedule's rules").
   // At most one workgroup per SM: as many subgroups as shared memory allows
   // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
   const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
-  if (st.items <= sms) return longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
-  // Many items of about the same length run faster in workgroups of 2: at 168
-  // registers an SM holds 6 of them (12 subgroups) against 3 of 4, and each
-  // workgroup's fixed cost (query, first loads, the final merge) is paid by
-  // half as many subgroups. Fewer items leave SMs idle, and uneven ones wait
-  // on the longest item, which 2 subgroups take twice as long over.
-  if (usual <= 2 || st.items < 3ull * sms) return usual;
-  return st.even() ? 2 : usual;
+  if (st.items <= sms) return st.longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
+  // More items: workgroups of 4. At 168 registers an SM holds 3 of them, 12
+  // subgroups, as it holds 6 of 2; but an item's 4 subgroups finish it in
+  // half the time, and they beat 2 (and 3 and 8) at every batch and context
+  // measured, even and uneven.
+  return usual;
+}
+
+std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups) {
+  const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
+  return usual == max_subgroups ? std::vector<uint32_t>{usual} : std::vector<uint32_t>{usual, max_subgroups};
 }
 
 bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn) {
@@ -162,17 +153,6 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
 }
 
 namespace {
-
-// How many 2-subgroup workgroups of the decode kernel an SM holds, for the
-// wave rule (automatic_segments): six with f16's 8-row tiles on an H200 (168
-// registers, 16.2 KiB of shared memory). bf16's 16-row tiles (195 registers)
-// hold five, but the rule with six chose their fastest split too (3
-// segments at B=256: DEVELOPERS.md). 0, no wave rule, for rows of several
-// tokens, where it was not measured (a 4-segment split of a B=256 step with
-// a 256-token chunk was much slower).
-uint32_t decode_workgroups_per_sm(const Schedule& s, const ScheduleProblem& p) {
-  return s.one_tile_per_seq && p.max_query_len <= 1 ? 6u : 0u;
-}
 
 // Where a plan's sequences go: the packed rows from which they take the
 // prefill kernel (0: none; the decode kernel takes the rest), and the
@@ -309,7 +289,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, decode_workgroups_per_sm(s, p));
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base);
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);

@@ -100,16 +100,18 @@ struct ItemKeys {
 
 // Segments of an automatically split plan (1: no split), from the work items
 // before any split: split when they give fewer than 2 workgroups per
-// multiprocessor, and on the matrix paths when fewer than 5 even ones, or
-// when more than that leave the last wave of workgroups mostly empty (if
-// workgroups_per_sm, the 2-subgroup workgroups an SM holds, is known); the
-// rule per kernel is explained where it is defined.
-uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items, uint32_t workgroups_per_sm = 0);
+// multiprocessor, and on the matrix paths when even items would leave the
+// last of the waves the kernel runs them in mostly empty; the rule per kernel
+// is explained where it is defined.
+uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items);
 
 // Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
 // its shared memory allows: 8, 4 or 2), from the work items (after any
-// split): the most for at most one item per multiprocessor, 2 for many even
-// items, else 4.
+// split): the most for at most one item per multiprocessor if each subgroup
+// gets a tile, else 4.
 uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t multiprocessors, const ItemKeys& items);
+// Every count matrix_subgroups may return for max_subgroups: the workgroup
+// sizes a plan prepares pipelines for.
+std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups);
 
 }  // namespace vkattn::detail

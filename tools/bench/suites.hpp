@@ -39,6 +39,8 @@ struct DecodeOptions {
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t segments = 0;   // 0: the plan's split; N: SplitKv::on with N segments (schedule experiments)
+  // `bench decode`'s grid (empty: the sweep, or --quick's small one).
+  std::vector<uint32_t> batches, contexts;
   AttentionShape shape(AttentionShape heads) const;   // `heads` with these dtypes, layout and kernel choice
   // What the case names add: how the run differs from the default sweep
   // (f16 q and cache, NHD, block 16, the automatic kernel), e.g. " (bf16 q, block 32)".
