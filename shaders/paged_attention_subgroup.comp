@@ -376,6 +376,9 @@ void main() {
   }
   const uint tid = gl_LocalInvocationIndex;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  // The chunk table's loads first: they depend on nothing, and the K/V loads
+  // wait on them (through the barrier below) as on the item's lengths.
+  const uint64_t chunk_base = pa_fetch_chunk_base();
   PaItem it = pa_load_item(item);
   if (!it.valid) return;   // the same for the whole workgroup
   // Only a replay plan's batch beyond its limits has more (the check reports
@@ -398,7 +401,7 @@ void main() {
       h[e] = pa_q_bits(it, r, staged_dim(d + 2u * e)) | (pa_q_bits(it, r, staged_dim(d + 2u * e + 1u)) << 16);
     stage[r * ROW_VEC4 + d / 8u] = h;
   }
-  pa_load_chunk_bases();
+  pa_store_chunk_bases(chunk_base);
   barrier();
 
   // This lane's part of the softmax: row `my_row`, columns [my_c0, my_c0 + CPL).

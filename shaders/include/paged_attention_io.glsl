@@ -160,12 +160,22 @@ uint pa_q_bits(PaItem it, uint r, uint d) {
 const uint PA_MAX_CHUNKS = 64u;
 shared uint64_t pa_chunk_base[2u * PA_MAX_CHUNKS];
 
-// Every invocation calls it; a barrier() must follow before pa_block_address.
-void pa_load_chunk_bases() {
-  const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS);
-  for (uint i = gl_LocalInvocationIndex; i < 2u * n; i += PA_WORKGROUP_SIZE)
+// In two halves, so that a kernel can issue the loads before its own first
+// ones (the item's lengths) and store them after: pa_fetch_chunk_base loads
+// this invocation's first entry, pa_store_chunk_bases stores it and loads and
+// stores any others (none where 2 x chunks <= the workgroup size). Every
+// invocation calls both; a barrier() must follow before pa_block_address.
+uint64_t pa_fetch_chunk_base() {
+  const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS), i = gl_LocalInvocationIndex;
+  return i < 2u * n ? VkaChunkTable(pc.chunk_table_address).address[i] : 0ul;
+}
+void pa_store_chunk_bases(uint64_t first) {
+  const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS), i0 = gl_LocalInvocationIndex;
+  if (i0 < 2u * n) pa_chunk_base[(i0 < n ? 0u : PA_MAX_CHUNKS) + i0 % n] = first;
+  for (uint i = i0 + PA_WORKGROUP_SIZE; i < 2u * n; i += PA_WORKGROUP_SIZE)
     pa_chunk_base[(i < n ? 0u : PA_MAX_CHUNKS) + i % n] = VkaChunkTable(pc.chunk_table_address).address[i];
 }
+void pa_load_chunk_bases() { pa_store_chunk_bases(pa_fetch_chunk_base()); }
 
 uint64_t pa_block_address(bool is_value, uint block) {
   uint chunk;
