@@ -160,17 +160,13 @@ const Pipeline& main_pipeline(ContextImpl& impl, Path path, const abi::PagedAtte
   return impl.pipelines->get({kernel, path, spec_words(spec), abi::PA_BINDINGS, sizeof(abi::PagedAttentionPush), sg});
 }
 
-// Up to this many segments, each reduce invocation merges its row's alone
-// (PR_ROW_PARALLEL): reading them all costs less than a workgroup's merge tree.
-constexpr uint32_t kRowParallelSegments = 8;
-
 abi::PagedAttentionReduceSpec reduce_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t segments) {
   abi::PagedAttentionReduceSpec r;
   r.PR_HEAD_SIZE = p.cache.head_size;
   r.PR_OUT_DTYPE = static_cast<uint32_t>(v.out_dtype);
   r.PR_HAS_SINKS = v.sinks;
   r.PR_WRITE_LSE = v.lse;
-  r.PR_ROW_PARALLEL = segments <= kRowParallelSegments;
+  r.PR_ROW_PARALLEL = segments <= PR_ROW_PARALLEL_MAX_SEGMENTS;
   r.PR_WORKGROUP_SIZE = r.PR_ROW_PARALLEL || p.cache.head_size >= 128 ? 128 : 64;
   r.PR_NUM_Q_HEADS = p.num_q_heads;
   return r;
@@ -343,7 +339,7 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
         for (bool single_token : {true, false})
           main_pipeline(impl, p.path,
                         main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
-    for (uint32_t segments : {2u, kRowParallelSegments + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
+    for (uint32_t segments : {2u, PR_ROW_PARALLEL_MAX_SEGMENTS + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
   }
   // The prefill kernel, where a plan may route sequences to it. Which rows
   // are whose is a push constant, so the decode kernel's sequences run on the

@@ -174,8 +174,12 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
   X(5, PR_NUM_Q_HEADS, 32)             \
   X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */
 
-// The row-parallel reduce's rows per workgroup (invocations past them idle).
+// The row-parallel reduce's rows per workgroup (invocations past them idle),
+// and the most segments it merges: up to this many, each invocation loads
+// every segment's (m, l) and outputs at once, which costs less than a
+// workgroup's merge tree.
 #define PR_ROWS_PER_WORKGROUP(WG, D) ((WG) / ((D) / 4u))
+#define PR_ROW_PARALLEL_MAX_SEGMENTS 8u
 
 // paged_attention_check: one invocation per sequence checks the lengths the
 // device holds (the attention kernels only keep them in bounds).
