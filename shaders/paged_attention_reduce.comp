@@ -70,10 +70,10 @@ bool row_has_results(uint token) {
 }
 
 // PR_ROW_PARALLEL: this invocation's row and 4 dims (pc.num_workgroups counts
-// rows), at most PR_ROW_PARALLEL_MAX_SEGMENTS segments (the plan's choice of
-// pipeline). Every segment's (m, l) and outputs are loaded before any is
-// used: one round trip to memory, where the statistics' merge before the
-// outputs' loads took two.
+// rows), up to PR_ROW_PARALLEL_MAX_SEGMENTS segments. (Every segment's (m, l)
+// and outputs loaded before any is used, one round trip where this takes
+// two, made B=1 ctx=512 decode 0.5 us faster on an H200 but the varlen
+// batch's 3-segment reduce 3.5 us slower: DEVELOPERS.md.)
 void merge_row_parallel() {
   const uint per_row = PR_HEAD_SIZE / 4u;
   const uint local = gl_LocalInvocationIndex / per_row;
@@ -83,24 +83,17 @@ void merge_row_parallel() {
   const uint token = row / PA_NUM_Q_HEADS, head = row % PA_NUM_Q_HEADS;
   if (!row_has_results(token)) return;
   const uint d0 = (gl_LocalInvocationIndex % per_row) * 4u;
-  const uint S = min(pc.num_segments, PR_ROW_PARALLEL_MAX_SEGMENTS);
+  const uint S = pc.num_segments;
   const uint slot0 = pa_partial_slot(token, head, 0u);
-  const uint stats = pa_partial_stats(slot0), o_first = pa_partial_out(slot0, d0);
-  // Separate variables, not arrays (an array with entries left unused can
-  // end up in local memory: DEVELOPERS.md).
-#define SEG_LOAD(s)                                                                                 \
-  const bool has##s = s < S;                                                                       \
-  const float m##s = has##s ? workspace[stats + s * 2u] : VKA_NEG_INF;                             \
-  const float l##s = has##s ? workspace[stats + s * 2u + 1u] : 0.0;                                \
-  const uint at##s = o_first + s * PR_HEAD_SIZE;                                                        \
-  const vec4 seg_o##s = has##s ? vec4(workspace[at##s], workspace[at##s + 1u], workspace[at##s + 2u], workspace[at##s + 3u]) : vec4(0.0);
-  SEG_LOAD(0) SEG_LOAD(1) SEG_LOAD(2) SEG_LOAD(3) SEG_LOAD(4) SEG_LOAD(5) SEG_LOAD(6) SEG_LOAD(7)
+  const uint stats = pa_partial_stats(slot0), o0 = pa_partial_out(slot0, d0);
   float m = VKA_NEG_INF, l = 0.0;
-#define SEG_MERGE(s) if (has##s) vka_softmax_merge(m, l, m##s, l##s);
-  SEG_MERGE(0) SEG_MERGE(1) SEG_MERGE(2) SEG_MERGE(3) SEG_MERGE(4) SEG_MERGE(5) SEG_MERGE(6) SEG_MERGE(7)
+  for (uint s = 0u; s < S; ++s) vka_softmax_merge(m, l, workspace[stats + s * 2u], workspace[stats + s * 2u + 1u]);
   vec4 acc = vec4(0.0);
-#define SEG_ADD(s) if (has##s) acc += vka_exp_diff(m##s, m) * seg_o##s;
-  SEG_ADD(0) SEG_ADD(1) SEG_ADD(2) SEG_ADD(3) SEG_ADD(4) SEG_ADD(5) SEG_ADD(6) SEG_ADD(7)
+  for (uint s = 0u; s < S; ++s) {
+    const float w = vka_exp_diff(workspace[stats + s * 2u], m);
+    const uint at = o0 + s * PR_HEAD_SIZE;
+    acc += w * vec4(workspace[at], workspace[at + 1u], workspace[at + 2u], workspace[at + 3u]);
+  }
   const float sink = PR_HAS_SINKS != 0u ? pa_sink(head, d0 == 0u) : VKA_NEG_INF;
   float factor, lse;
   vka_softmax_finish(m, l, PR_HAS_SINKS != 0u, sink, factor, lse);
