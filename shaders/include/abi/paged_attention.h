@@ -175,8 +175,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
   X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */
 
 // The row-parallel reduce's rows per workgroup (invocations past them idle),
-// and the most segments it merges: up to this many, each invocation loads
-// every segment's (m, l) and outputs at once, which costs less than a
+// and the most segments it merges: up to this many, each invocation reads
+// all of its row's segments for its 4 dims, which costs less than a
 // workgroup's merge tree.
 #define PR_ROWS_PER_WORKGROUP(WG, D) ((WG) / ((D) / 4u))
 #define PR_ROW_PARALLEL_MAX_SEGMENTS 8u
