@@ -321,11 +321,11 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
   for (uint32_t rows : {0u, gqa, 2u, 4u, 8u, 16u, 32u}) {
     if (rows && rows < gqa) continue;
     const Tile t = choose_tile(dev, cache.head_size, rows);
-    const std::vector<uint32_t> sizes = p.path == Path::scalar ? std::vector<uint32_t>{t.workgroup} : [&] {
-      std::vector<uint32_t> w;
-      for (uint32_t n : detail::matrix_subgroup_choices(t.workgroup / dev.subgroup_size)) w.push_back(n * dev.subgroup_size);
-      return w;
-    }();
+    std::vector<uint32_t> sizes{t.workgroup};
+    if (p.path != Path::scalar) {
+      sizes.clear();
+      for (uint32_t n : matrix_subgroup_choices(t.workgroup / dev.subgroup_size)) sizes.push_back(n * dev.subgroup_size);
+    }
     for (uint32_t w : sizes)
       if (std::none_of(tiles.begin(), tiles.end(),
                        [&](const Tile& u) { return u.bm == t.bm && u.bn == t.bn && u.workgroup == w && u.rows == t.rows; }))
