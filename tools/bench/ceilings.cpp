@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "context_impl.hpp"
+#include "dispatch.hpp"
 #include "gpu_timer.hpp"
 
 namespace vkattn::tool {
@@ -59,7 +60,7 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches, bool fill = false) {
   for (uint32_t i = 0; i <= dispatches; ++i) bufs->emplace_back(ctx, bytes);
   BenchOp op;
   op.info.name = fill ? "fill + dispatch" : dispatches == 1 ? "dispatch" : std::to_string(dispatches) + " dependent dispatches";
-  op.info.params = {{"dispatches", std::to_string(dispatches)}, {"bytes", std::to_string(bytes)}, {"fill", fill ? "256" : "0"}};
+  op.info.params = {{"dispatches", std::to_string(dispatches)}, {"bytes", std::to_string(bytes)}, {"fill", fill ? std::to_string(kFillBytes) : "0"}};
   op.info.bound = "latency";
   op.record = [&ctx, bufs, dispatches, fill](VkCommandBuffer cmd, uint32_t) {
     if (fill) {
@@ -71,13 +72,7 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches, bool fill = false) {
                                          nullptr, 0, nullptr);
     }
     for (uint32_t i = 0; i < dispatches; ++i) {
-      if (i) {
-        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-        ctx.impl().vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
-                             nullptr, 0, nullptr);
-      }
+      if (i) detail::compute_barrier(ctx.impl(), cmd);   // the barrier the ops record before their reduce
       bench::copy(ctx, (*bufs)[i], (*bufs)[i + 1], bytes, cmd);
     }
   };
