@@ -37,7 +37,7 @@ for p in $paths; do
   f="$out/$p.txt"
   sum() { grep -h "$1" "$f" | awk -v n="$2" '{s += $n} END {print s + 0}'; }
   ran=$(sum 'tests* from .* ran' 2) passed=$(sum '^\[  PASSED' 4) skipped=$(sum '^\[  SKIPPED *\] [0-9]' 4)
-  # (--gtest_brief prints no "N tests failed" summary: what did not pass or skip failed)
+  # (what ran and did not pass or skip failed: a crashed shard prints no summary of its failures)
   failed=$((ran - passed - skipped))
   echo "$p: $ran ran, $passed passed, $skipped skipped, $failed failed ($f)"
   unfinished=$(( $(grep -c 'Running main' "$f") - $(grep -c 'tests* from .* ran' "$f") ))
