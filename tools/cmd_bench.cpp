@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <regex>
 
 #include "bench/ceilings.hpp"
@@ -113,8 +114,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
   std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
   if (suite->name == "decode") {
-    decode_batches = &f.add_int_list("batch", {1, 16, 64, 256}, "decoding sequences per case (with --quick: 1,4 unless given)", 1, 4096);
-    decode_contexts = &f.add_int_list("context", {512, 4096, 32768}, "context of every sequence (with --quick: 100,300 unless given)", 1, 1 << 20);
+    auto sweep = [](const auto& values) { return std::vector<int64_t>(std::begin(values), std::end(values)); };
+    decode_batches = &f.add_int_list("batch", sweep(DecodeOptions::kSweepBatches),
+                                     "decoding sequences per case (with --quick: 1,4 unless given)", 1, 4096);
+    decode_contexts = &f.add_int_list("context", sweep(DecodeOptions::kSweepContexts),
+                                      "context of every sequence (with --quick: 100,300 unless given)", 1, 1 << 20);
   }
   if (serve) {
     host_only = &f.add_bool("host-only", false, "plan and record every step but submit nothing: host costs alone");

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -222,8 +223,10 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
   const Shape sh = o.shape(quick ? Shape{8, 2, 64, o.block_size} : Shape{32, 8, 128, o.block_size});
   const std::string variant = o.name_suffix();
-  std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 16, 64, 256};
-  std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300} : std::vector<uint32_t>{512, 4096, 32768};
+  std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4}
+                                        : std::vector<uint32_t>(std::begin(o.kSweepBatches), std::end(o.kSweepBatches));
+  std::vector<uint32_t> ctxs = quick ? std::vector<uint32_t>{100, 300}
+                                     : std::vector<uint32_t>(std::begin(o.kSweepContexts), std::end(o.kSweepContexts));
   if (!o.batches.empty()) batches = o.batches;
   if (!o.contexts.empty()) ctxs = o.contexts;
   const uint32_t verify_len = quick ? 150 : 1100;

@@ -39,7 +39,9 @@ struct DecodeOptions {
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t segments = 0;   // 0: the plan's split; N: SplitKv::on with N segments (schedule experiments)
-  // `bench decode`'s grid (empty: the sweep, or --quick's small one).
+  // `bench decode`'s grid (empty: the sweep below, or --quick's small one).
+  static constexpr uint32_t kSweepBatches[] = {1, 16, 64, 256};
+  static constexpr uint32_t kSweepContexts[] = {512, 4096, 32768};
   std::vector<uint32_t> batches, contexts;
   AttentionShape shape(AttentionShape heads) const;   // `heads` with these dtypes, layout and kernel choice
   // What the case names add: how the run differs from the default sweep
