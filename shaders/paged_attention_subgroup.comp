@@ -133,6 +133,24 @@ const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
   SLICE_IF(F, 5) SLICE_IF(F, 6) SLICE_IF(F, 7) SLICE_IF(F, 8) SLICE_IF(F, 9) SLICE_IF(F, 10)     \
   SLICE_IF(F, 11) SLICE_IF(F, 12) SLICE_IF(F, 13) SLICE_IF(F, 14) SLICE_IF(F, 15)
 
+// O^T's head slices per accumulator (abi/paged_attention.h): in the bf16
+// modules' workgroups of 8 subgroups, GO = BM / TR slices side by side where
+// an item has at most half a tile's rows (decode: 4 of bf16's 16 columns), so
+// that O takes NACC accumulators, not DT. Slice j lies in accumulator j / GO,
+// columns (j % GO) * TR + row. Elsewhere one slice per accumulator.
+// A non-finite V value reaches every column of its accumulator (0 x Inf is
+// NaN), so a packed output that is not finite is computed again key by key
+// (packed_exact_element): rare, and only where the cache holds such values.
+#if PA_MATRIX_BF16
+const uint GO = PA_SUBGROUP_O_GROUPS(PA_BM, PA_TILE_ROWS, NW);
+const bool PACK = GO > 1u;
+const uint NACC = (DT + GO - 1u) / GO;
+#endif
+#define ACC_IF(F, a) if (a < NACC) { F(a) }
+#define EACH_ACC(F) ACC_IF(F, 0) ACC_IF(F, 1) ACC_IF(F, 2) ACC_IF(F, 3) ACC_IF(F, 4) ACC_IF(F, 5) \
+  ACC_IF(F, 6) ACC_IF(F, 7) ACC_IF(F, 8) ACC_IF(F, 9) ACC_IF(F, 10) ACC_IF(F, 11) ACC_IF(F, 12)      \
+  ACC_IF(F, 13) ACC_IF(F, 14) ACC_IF(F, 15)
+
 // Rows of shared tiles are padded by 16 bytes: with rows of 256 bytes (head
 // size 128), the 8 rows a matrix load reads at once would share memory banks.
 const uint ROW_VEC4 = PA_SUBGROUP_ROW_VEC4(PA_HEAD_SIZE);   // uvec4s per staged Q, K or V row
@@ -167,9 +185,12 @@ const uint TR_SLOT = TR * D / 4u;
 // Nested selections: glslang emits no spec-constant && .
 const uint COMPACT_FIT = STAGE_VEC4 >= NW * SCRATCH_VEC4 + TR_SLOT ? (STAGE_VEC4 - NW * SCRATCH_VEC4) / TR_SLOT : 0u;
 const uint COMPACT_SLOTS = TR < BM ? COMPACT_FIT : 0u;
-const bool COMPACT = COMPACT_SLOTS > 0u;
-const uint MSLOT = COMPACT_SLOTS > 0u ? TR_SLOT : SLOT;   // uvec4s per slot: O[TR or BM][head_size] f32
-const uint MSLOTS_FIT = COMPACT_SLOTS > 0u ? COMPACT_SLOTS : STAGE_SLOTS;
+const bool COMPACT = !PACK && COMPACT_SLOTS > 0u;
+// With PACK a slot holds the NACC accumulators as they are (16 x BM f32
+// each, column-major): no scratch, and no column stored that holds nothing.
+const uint ACC_VEC4 = 4u * BM;
+const uint MSLOT = PACK ? NACC * ACC_VEC4 : COMPACT_SLOTS > 0u ? TR_SLOT : SLOT;   // uvec4s per slot
+const uint MSLOTS_FIT = PACK ? STAGE_VEC4 / MSLOT : COMPACT_SLOTS > 0u ? COMPACT_SLOTS : STAGE_SLOTS;
 const uint MSLOTS = MSLOTS_FIT < NW ? MSLOTS_FIT : NW;
 #endif
 // S and P tiles are sized by the rows (16 keys x 8 or 16): with 8-row tiles
@@ -177,9 +198,25 @@ const uint MSLOTS = MSLOTS_FIT < NW ? MSLOTS_FIT : NW;
 // workgroup's 16.2 KiB (not 17.7) let B=256 decode run 19% faster. Per
 // subgroup: S^T as [row][key] f32, and P^T as [row][key] ELEM pairs, in S's
 // rows past TR where they are free (abi/paged_attention.h).
-const uint SP = PA_SUBGROUP_SP_WORDS(PA_BM, PA_TILE_ROWS);   // words per subgroup
+#if PA_MATRIX_BF16
+#define SP_WORDS PA_SUBGROUP_SP_WORDS(PA_BM, PA_TILE_ROWS, GO)
+#else
+#define SP_WORDS PA_SUBGROUP_SP_WORDS_UNPACKED(PA_BM, PA_TILE_ROWS)
+#endif
+const uint SP = SP_WORDS;   // words per subgroup
+#if PA_MATRIX_BF16
+// P^T's TR columns; with PACK, inside its zero-padded region (abi/paged_attention.h).
+const uint P_PAD_AT = SP - PA_SUBGROUP_P_PAD_WORDS(PA_BM, PA_TILE_ROWS, GO);
+const uint P_AT = PACK ? P_PAD_AT + (GO - 1u) * TR * 8u
+                       : PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * PA_BM;
+// The region's zeros that S^T's store overwrites: [P_PAD_AT, P_AT) and
+// [P_AT + 8 TR, 16 BM), written again every tile.
+const uint ZEROS_BEFORE = P_AT - P_PAD_AT;
+const uint ZEROS_AFTER = 16u * PA_BM > P_AT + 8u * TR ? 16u * PA_BM - P_AT - 8u * TR : 0u;
+#else
 const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * PA_BM;
-shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * PA_SUBGROUP_SP_WORDS(PA_BM, PA_TILE_ROWS)];
+#endif
+shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS];
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
@@ -367,6 +404,54 @@ void stage_tile(PaItem it, int k0, int entry, bool is_value, uvec4 raw[8], uint 
   subgroup_sync();
 }
 
+#if PA_MATRIX_BF16
+// Element e of O[TR][head_size] (staged dims) summed over the merge's slots.
+float merged_output(uint e) {
+  uint f = e;   // its float in a slot
+  if (PACK) {
+    const uint j = (e % D) / 16u;
+    f = (j / GO) * 16u * BM + ((j % GO) * TR + e / D) * 16u + e % 16u;
+  }
+  float o = 0.0;
+  for (uint w = 0; w < MSLOTS; ++w) o += uintBitsToFloat(stage[(w * MSLOT * 4u + f) / 4u][f % 4u]);
+  return o;
+}
+
+// Element d (a head dim) of local row r of the item's output before
+// pa_write_result, relative to the rows' max mm, as an unpacked kernel gives
+// it: one key at a time from the cache (or the suffix), K and V as staged
+// (ELEMs) and P rounded as the kernel rounds it; the non-finite V values the
+// row sees combined as IEEE sums combine them. For outputs that packing made
+// non-finite only.
+float packed_exact_element(uint item, uint r, uint d, float mm) {
+  PaItem it = pa_load_item(item);
+  it.row_count = min(it.row_count, TR);
+  const int q_pos = pa_row_position(it, r);
+  const bool suffix = pa_suffix_item(it);
+  const float staged = 1.0 / PA_STAGED_FP8_FACTOR;   // fp8 values as the kernel stages them
+  float sum = 0.0, nonfinite = 0.0;
+  // (Loops kept rolled: this code is rarely run, and its size costs short decodes.)
+  [[dont_unroll]] for (int k = it.kv_begin; k < it.kv_end && q_pos >= 0; ++k) {
+    const int entry = suffix ? 0 : pa_raw_block(it.seq, k);
+    const uint64_t at = pa_key_at(it, false, k, entry);
+    float dot = 0.0;
+    [[dont_unroll]] for (uint d8 = 0; d8 < D; d8 += 8u) {
+      float x[8];
+      pa_decode_key8(suffix, pa_key_raw8(pa_key_source(it), at, false, k, it.kv_head, d8), staged, x);
+      for (uint i = 0; i < 8u; ++i) dot += float(ELEM(x[i])) * float(elem_from_bits(uint16_t(pa_q_bits(it, r, d8 + i))));
+    }
+    const float logit = pa_logit(it, dot * pa_score_scale(it), r, q_pos, k);
+    if (logit == VKA_NEG_INF) continue;   // masked for this row
+    float v[8];
+    pa_decode_key8(suffix, pa_key_raw8(pa_key_source(it), pa_key_at(it, true, k, entry), true, k, it.kv_head, d & ~7u), staged, v);
+    const float vd = float(ELEM(v[d % 8u]));
+    if (isinf(vd) || isnan(vd)) nonfinite = elem_nonfinite_sum(nonfinite, vd);
+    else sum += float(ELEM(vka_exp_diff(logit, mm))) * vd;
+  }
+  return isinf(nonfinite) || isnan(nonfinite) ? nonfinite : sum * pa_value_scale(it);
+}
+#endif
+
 void main() {
   const uint item = vka_linear_workgroup(pc.grid_x);
   if (item >= pc.num_workgroups) return;
@@ -411,6 +496,10 @@ void main() {
   MatC o0 = MatC(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
 
+#if PA_MATRIX_BF16
+  if (PACK)   // P^T's zero columns past S^T, which no store overwrites (ordered by stage_tile's sync)
+    for (uint w = 16u * BM + lane; w < SP; w += SG) sp_tile[warp * SP + w] = 0u;
+#endif
   bool staged_nonfinite = false;   // a non-finite V value was staged as 0 (rows of several tokens)
   uvec4 kraw[8], vraw[8];
   if (PREFETCH) {   // (all zeros past the end: no load)
@@ -468,10 +557,30 @@ void main() {
     }
     for (uint off = 1u; off < LPR; off <<= 1) sum += subgroupShuffleXor(sum, off);
     l += sum;
+#if PA_MATRIX_BF16
+    if (PACK) {   // P^T's zero columns that this tile's S^T store overwrote
+      [[unroll]] for (uint i = 0; i < 16u; ++i) {
+        const uint w = lane + i * SG;
+        if (w >= ZEROS_BEFORE + ZEROS_AFTER) break;
+        sp_tile[warp * SP + (w < ZEROS_BEFORE ? P_PAD_AT + w : P_AT + 8u * TR + (w - ZEROS_BEFORE))] = 0u;
+      }
+    }
+    // alpha for every column of row my_row: one per slice group
+    if (lane % LPR < GO) row_scale[warp * 16u + (lane % LPR) * TR + my_row] = alpha;
+#else
     if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = alpha;
+#endif
     // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
     subgroup_sync();
+#if PA_MATRIX_BF16
+    if (rescale) {
+      MatC am;   // element (d, c) = alpha of column c's row
+      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+#define RESCALE(j) o##j = o##j * am;
+      EACH_ACC(RESCALE)
+    }
+#else
     MatB pb;   // P^T: keys x rows
     coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
     if (rescale) {
@@ -480,6 +589,7 @@ void main() {
 #define RESCALE(j) o##j = o##j * am;
       EACH_SLICE(RESCALE)
     }
+#endif
 #if PA_SPLIT_MODULE
 #define LOAD_VT(j)                                                                                   \
     if (VT) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 16u * VT_ROW_VEC4 * j, VT_ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor); \
@@ -487,11 +597,29 @@ void main() {
 #else
 #define LOAD_VT(j) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
 #endif
+#if PA_MATRIX_BF16
+    // Slice group g: P^T in its columns (a load g * TR columns before P^T's),
+    // added to slices g, GO + g, ... of the accumulators.
+    [[unroll]] for (uint g = 0; g < 16u; ++g) {
+      if (g >= GO) break;
+      MatB pb;
+      coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+#define ADD_PV_GROUP(a)                                                                              \
+      const uint j = a * GO + g;                                                                     \
+      if (j < DT) {                                                                                  \
+        MatA va;   /* V^T, head slice j: 16 x keys */                                                \
+        LOAD_VT(j)                                                                                   \
+        o##a = coopMatMulAdd(va, pb, o##a);                                                          \
+      }
+      EACH_ACC(ADD_PV_GROUP)
+    }
+#else
 #define ADD_PV(j)                                                                                    \
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
     LOAD_VT(j)                                                                                       \
     o##j = coopMatMulAdd(va, pb, o##j);
     EACH_SLICE(ADD_PV)
+#endif
     subgroup_sync();   // S, P and row_scale are read before the next tile writes them
   }
 
@@ -513,7 +641,11 @@ void main() {
   float mm = VKA_NEG_INF, ll = 0.0;
   for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
   for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
+#if PA_MATRIX_BF16
+  if (lane % LPR < GO) row_scale[warp * 16u + (lane % LPR) * TR + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
+#else
   if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
+#endif
   if (warp == 0u && lane % LPR == 0u) {
     final_m[my_row] = mm;
     final_l[my_row] = ll;
@@ -541,7 +673,17 @@ void main() {
   for (uint r = 0; r * MSLOTS < NW; ++r) {
     if (warp / MSLOTS == r) {
       const uint at = (warp % MSLOTS) * MSLOT;
-      if (COMPACT) {
+      if (PACK) {   // accumulator a at at + a * ACC_VEC4: element (d, c) at float c * 16 + d
+#define MERGE_PACKED(a)                                                               \
+        MatC acc = o##a * fm;                                                         \
+        if (r > 0u) {                                                                 \
+          MatC prev;                                                                  \
+          coopMatLoad(prev, stage, at + ACC_VEC4 * a, 4u, gl_CooperativeMatrixLayoutColumnMajor); \
+          acc = acc + prev;                                                           \
+        }                                                                             \
+        coopMatStore(acc, stage, at + ACC_VEC4 * a, 4u, gl_CooperativeMatrixLayoutColumnMajor);
+        EACH_ACC(MERGE_PACKED)
+      } else if (COMPACT) {
         const uint scratch = MSLOTS * MSLOT + warp * SCRATCH_VEC4;
         // Slice j as [row][16 dims] in scratch j % 2, then its TR rows (4
         // uvec4s each) into the slot's O[r][d]. The sync after slice j + 1's
@@ -562,9 +704,9 @@ void main() {
     }
     barrier();
   }
-  for (uint e = tid; e < TR * D; e += PA_WORKGROUP_SIZE) {
-    float o = 0.0;
-    for (uint w = 0; w < MSLOTS; ++w) o += uintBitsToFloat(stage[(w * MSLOT * 4u + e) / 4u][e % 4u]);
+  uint redo = 0u;   // bit i: this invocation's i-th output is non-finite, as packing may have made it
+  for (uint e = tid, i = 0u; e < TR * D; e += PA_WORKGROUP_SIZE, ++i) {
+    float o = merged_output(e);
 #else
   for (uint r = 0; r * SLOTS < NW; ++r) {
     if (warp / SLOTS == r) {
@@ -578,6 +720,20 @@ void main() {
     for (uint w = 0; w < SLOTS; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
 #endif
     if (fix) o += nonfinite_term(again, e / D, staged_dim(e % D), again.kv_begin & ~15, 16);
+#if PA_MATRIX_BF16
+    if (PACK && (isinf(o) || isnan(o))) redo |= 1u << i;   // (with PACK, i < 32: TR * D <= 8 * 256 over >= 8 subgroups of >= 16)
+#endif
     pa_write_result(done, e / D, staged_dim(e % D), o, final_m[e / D], final_l[e / D]);
   }
+#if PA_MATRIX_BF16
+  // Packed slices: this invocation's non-finite outputs again, exactly, in a
+  // loop of its own (inside the one above, the rare path took registers and
+  // time from short decodes). Same elements, so this invocation writes them
+  // last.
+  if (PACK && redo != 0u)
+    [[dont_unroll]] for (uint e = tid, i = 0u; e < TR * D; e += PA_WORKGROUP_SIZE, ++i)
+      if ((redo & (1u << i)) != 0u)
+        pa_write_result(done, e / D, staged_dim(e % D), packed_exact_element(item, e / D, staged_dim(e % D), final_m[e / D]),
+                        final_m[e / D], final_l[e / D]);
+#endif
 }

@@ -112,5 +112,87 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The bf16 modules' 8-subgroup workgroups hold several head slices in each
+// accumulator, where a non-finite V value would reach the other slices' dims
+// (0 x Inf is NaN): such outputs are computed again key by key. One decode
+// token, GQA 4, 256 keys of 0.25 (so 8 subgroups, with or without a split
+// into 2 segments), and in kv head 1: NaN at dim 5, +Inf at dim 37 (a slice
+// that dim 5's NaN shares an accumulator with), -Inf at dim 70, and +Inf and
+// -Inf at dim 90 (NaN). e4m3 has no infinities: NaN at 5 and 37.
+struct PackedNonFiniteCase {
+  const char* name;
+  DType cache;
+  SplitKv split = SplitKv::off;
+};
+void PrintTo(const PackedNonFiniteCase& c, std::ostream* os) { *os << c.name; }
+class PackedSlicesNonFinite : public VkTest, public ::testing::WithParamInterface<PackedNonFiniteCase> {};
+
+TEST_P(PackedSlicesNonFinite, KeepEachValueInItsOwnDim) {
+  const PackedNonFiniteCase& p = GetParam();
+  const uint32_t bs = 16, Hkv = 2, Hq = 8, D = 128, len = 256;
+  KvCacheConfig cfg{.num_blocks = len / bs, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
+  PagedKvCache cache(ctx(), cfg);
+  const bool e4m3 = p.cache == DType::fp8_e4m3, e5m2 = p.cache == DType::fp8_e5m2;
+  cache.fill(e4m3 ? 0x28282828u : e5m2 ? 0x34343434u : 0x3E803E80u);   // 0.25
+  const uint32_t nan = e4m3 ? 0x7F : e5m2 ? 0x7E : 0x7FC0, inf = e5m2 ? 0x7C : 0x7F80, minus_inf = e5m2 ? 0xFC : 0xFF80;
+  const size_t es = dtype_size(p.cache);
+  auto plant = [&](uint32_t pos, uint32_t dim, uint32_t bits) {
+    auto bytes = cache.read_blocks(KvPart::value, pos / bs, 1);
+    std::memcpy(&bytes[cache.element_in_block(KvPart::value, pos % bs, 1, dim) * es], &bits, es);
+    cache.write_blocks(KvPart::value, pos / bs, bytes);
+  };
+  const float f_nan = std::numeric_limits<float>::quiet_NaN(), f_inf = std::numeric_limits<float>::infinity();
+  std::vector<std::pair<uint32_t, float>> want;   // dim of kv head 1, its output
+  plant(100, 5, nan);
+  want.push_back({5, f_nan});
+  if (e4m3) {
+    plant(200, 37, nan);
+    want.push_back({37, f_nan});
+  } else {
+    plant(200, 37, inf);
+    plant(50, 70, minus_inf);
+    plant(10, 90, inf);
+    plant(220, 90, minus_inf);
+    want.insert(want.end(), {{37, f_inf}, {70, -f_inf}, {90, f_nan}});
+  }
+  std::vector<int32_t> table(len / bs);
+  for (uint32_t i = 0; i < len / bs; ++i) table[i] = int32_t(i);
+  DeviceBatch batch(ctx(), {0, 1}, {int32_t(len)}, table, len / bs);
+  PagedAttentionPlanOptions o;
+  o.split = p.split;
+  o.num_segments = p.split == SplitKv::on ? 2 : 0;
+  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::bf16, batch.lengths(), o);
+  if (plan.path() != Path::scalar)
+    ASSERT_EQ(plan.workgroup_size(), 8u * ctx().capabilities().subgroup_size) << "meant for 8-subgroup workgroups";
+  Buffer q(ctx(), Hq * D * 2), out(ctx(), Hq * D * 4);
+  q.fill(0x3F803F80u);   // 1.0
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, DType::bf16, {1, Hq, D});
+  a.out = TensorView::contiguous(out, DType::f32, {1, Hq, D});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  paged_attention(ctx(), plan, cache, a);
+  const auto got = out.download_as<float>(Hq * D);
+  for (uint32_t h = 0; h < Hq; ++h)
+    for (uint32_t d = 0; d < D; ++d) {
+      const float x = got[h * D + d];
+      float w = 0.25f;
+      for (const auto& [dim, value] : want)
+        if (h >= Hq / 2 && d == dim) w = value;
+      if (std::isnan(w))
+        EXPECT_TRUE(std::isnan(x)) << "head " << h << " dim " << d << " gave " << x << ", expected NaN";
+      else
+        EXPECT_EQ(x, w) << "head " << h << " dim " << d << " (path " << path_name(plan.path()) << ")";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PackedSlicesNonFinite,
+                         ::testing::Values(PackedNonFiniteCase{"bf16", DType::bf16},
+                                           PackedNonFiniteCase{"bf16_split", DType::bf16, SplitKv::on},
+                                           PackedNonFiniteCase{"e4m3_q_bf16", DType::fp8_e4m3},
+                                           PackedNonFiniteCase{"e5m2_q_bf16_split", DType::fp8_e5m2, SplitKv::on}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace vkattn::test

@@ -179,13 +179,15 @@ TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
   f16.path = bf16.path = Path::coopmat2;
   f16.has_16x8x16 = true;    // an H200's f16
   bf16.has_16x8x16 = false;  // its bf16
+  bf16.bf16 = true;
   for (const auto& dev : {f16, bf16}) {
     const uint32_t n = dev.has_16x8x16 ? 8u : 16u;
     auto t = choose_tile(dev, 128, 4);   // decode, GQA 4
     EXPECT_EQ(t.bm, n);
     EXPECT_EQ(t.rows, 4u);
     EXPECT_EQ(t.workgroup, 8u * 32u);   // bf16's 16-row tiles fit 8 subgroups too: P lies in S's free rows
-    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows), dev.max_shared_memory);
+    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, dev.bf16 ? PA_SUBGROUP_O_GROUPS(t.bm, t.rows, 8u) : 1u),
+              dev.max_shared_memory);
     EXPECT_EQ(choose_tile(dev, 128, 1).rows, 4u);   // at least 4: each lane owns 2 keys of a tile
     EXPECT_EQ(choose_tile(dev, 128, 5).rows, 8u);   // GQA 5
     t = choose_tile(dev, 128, 40);                  // several tokens' rows: the whole tile

@@ -53,6 +53,7 @@ ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   d.multiprocessors = caps.scheduling_multiprocessors;
   d.max_shared_memory = caps.max_shared_memory;
   d.has_16x8x16 = caps.has_subgroup_shape(16, 8, 16, q_dtype == DType::bf16 ? "bf16" : "f16");
+  d.bf16 = q_dtype == DType::bf16;
   d.prefill_kernel = path != Path::scalar && caps.subgroup_size == 32;
   d.prefill_shared_softmax = path != Path::coopmat2;
   return d;

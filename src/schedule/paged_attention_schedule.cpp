@@ -44,8 +44,11 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     // GQA <= 8 then carries half the accumulators), else 16.
     const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
     const uint32_t rows = abi::subgroup_tile_rows(bm, max_rows, sg);
+    auto shared_bytes = [&](uint32_t nw) {
+      return PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows, dev.bf16 ? PA_SUBGROUP_O_GROUPS(bm, rows, nw) : 1u);
+    };
     uint32_t nw = 8;
-    while (nw > 1 && PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows) > dev.max_shared_memory) nw /= 2;
+    while (nw > 1 && shared_bytes(nw) > dev.max_shared_memory) nw /= 2;
     return {bm, 16, nw * sg, rows};
   }
   // Scalar: the largest tile whose shared memory fits the device.

@@ -18,6 +18,8 @@ struct ScheduleDevice {
   uint32_t multiprocessors = 16;   // Capabilities::scheduling_multiprocessors
   uint32_t max_shared_memory = 48 * 1024;
   bool has_16x8x16 = false;        // KHR 16x8x16 subgroup matrices of the element type: 8-row tiles
+  bool bf16 = false;               // the element type is bf16: the decode kernel's bf16 modules pack O
+                                   // (PA_SUBGROUP_O_GROUPS), which takes more shared memory
   // paged_prefill.comp can run (a matrix path with subgroups of 32), and
   // whether its softmax goes through shared memory (the KHR path).
   bool prefill_kernel = false;

@@ -152,16 +152,37 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 }
 #endif
 #define PA_SUBGROUP_P_IN_S(BM, TR) ((TR) <= (BM) / 2u)
-// 32-bit words of a subgroup's S^T (f32, 16 keys x BM) and P^T (ELEM pairs).
-#define PA_SUBGROUP_SP_WORDS(BM, TR) (16u * (BM) + (PA_SUBGROUP_P_IN_S(BM, TR) ? 0u : 8u * (BM)))
+// O^T's head slices per accumulator (GO) in the bf16 modules' workgroups of
+// 8 or more subgroups: where TR <= BM / 2, a 16 x BM accumulator holds BM / TR
+// slices side by side (column g * TR + r: row r of slice a * GO + g of
+// accumulator a), each added by P^T placed in its TR columns with zeros in
+// the others. The bf16 tiles have 16 columns (the only bf16 shape an H200
+// has) for 4 rows in decode with GQA 4: unpacked, 3/4 of O's registers and of
+// the merge's stores hold nothing. Workgroups of 4 subgroups took 1.45x as
+// long per tile packed (DEVELOPERS.md), so they do not pack; nor do the f16
+// modules (8-row tiles). 1: one slice per accumulator. (Nested selections:
+// glslang emits no spec-constant &&.)
+#define PA_SUBGROUP_O_GROUPS(BM, TR, NW) ((NW) >= 8u ? ((TR) <= (BM) / 2u ? (BM) / (TR) : 1u) : 1u)
+// With GO > 1, P^T lies in a column-major [columns][16 keys] ELEM region of
+// (GO * TR + BM - TR) columns of 8 words: (GO - 1) * TR zero columns, P^T's
+// TR, BM - TR zero columns: a BM-column load that starts g * TR columns
+// before P^T's gives slice group g P^T in its columns and zeros in the others'. It
+// ends 64 words past S^T, which the region overlaps from word 64 + 8 * TR
+// (past the TR columns of S^T the softmax reads): the overlapped zeros are
+// written again after every S^T store.
+#define PA_SUBGROUP_P_PAD_WORDS(BM, TR, GO) (((GO) * (TR) + (BM) - (TR)) * 8u)
+// 32-bit words of a subgroup's S^T (f32, 16 keys x BM) and P^T (ELEM pairs);
+// the f16 modules, which never pack, size theirs with the second form.
+#define PA_SUBGROUP_SP_WORDS(BM, TR, GO) ((GO) > 1u ? 16u * (BM) + 64u : PA_SUBGROUP_SP_WORDS_UNPACKED(BM, TR))
+#define PA_SUBGROUP_SP_WORDS_UNPACKED(BM, TR) (16u * (BM) + (PA_SUBGROUP_P_IN_S(BM, TR) ? 0u : 8u * (BM)))
 // uvec4s of the shared `stage`: Q's TR rows (16 bytes of padding each), then
 // each subgroup's 16-key K or V tile, or at the end the subgroups' O.
 #define PA_SUBGROUP_ROW_VEC4(D) ((D) / 8u + 1u)
 #define PA_SUBGROUP_STAGE_VEC4(D, NW, TR)                                                               \
   ((TR) * PA_SUBGROUP_ROW_VEC4(D) +                                                                     \
    ((NW) >= 2u ? (NW) * 16u * PA_SUBGROUP_ROW_VEC4(D) : 4u * (D)))
-#define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR)                                                         \
-  (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR) +                 \
+#define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
+  (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
    3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * 16u /* final_m, final_l */ +           \
    4u * 16u /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */)
 
