@@ -134,15 +134,15 @@ const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
   SLICE_IF(F, 11) SLICE_IF(F, 12) SLICE_IF(F, 13) SLICE_IF(F, 14) SLICE_IF(F, 15)
 
 // O^T's head slices per accumulator (abi/paged_attention.h): in the bf16
-// modules' workgroups of 8 subgroups, GO = BM / TR slices side by side where
-// an item has at most half a tile's rows (decode: 4 of bf16's 16 columns), so
-// that O takes NACC accumulators, not DT. Slice j lies in accumulator j / GO,
-// columns (j % GO) * TR + row. Elsewhere one slice per accumulator.
+// modules, where the plan asks (PA_PACK_O), GO = BM / TR slices side by side
+// if an item has at most half a tile's rows (decode: 4 of bf16's 16 columns),
+// so that O takes NACC accumulators, not DT. Slice j lies in accumulator
+// j / GO, columns (j % GO) * TR + row. Elsewhere one slice per accumulator.
 // A non-finite V value reaches every column of its accumulator (0 x Inf is
 // NaN), so a packed output that is not finite is computed again key by key
 // (packed_exact_element): rare, and only where the cache holds such values.
 #if PA_MATRIX_BF16
-const uint GO = PA_SUBGROUP_O_GROUPS(PA_BM, PA_TILE_ROWS, NW);
+const uint GO = PA_SUBGROUP_O_GROUPS(PA_BM, PA_TILE_ROWS, PA_PACK_O);
 const bool PACK = GO > 1u;
 const uint NACC = (DT + GO - 1u) / GO;
 #endif
@@ -721,7 +721,7 @@ void main() {
 #endif
     if (fix) o += nonfinite_term(again, e / D, staged_dim(e % D), again.kv_begin & ~15, 16);
 #if PA_MATRIX_BF16
-    if (PACK && (isinf(o) || isnan(o))) redo |= 1u << i;   // (with PACK, i < 32: TR * D <= 8 * 256 over >= 8 subgroups of >= 16)
+    if (PACK && (isinf(o) || isnan(o)) && i < 32u) redo |= 1u << i;   // (i < 32: TR * D <= 8 * 256 over >= 64 invocations)
 #endif
     pa_write_result(done, e / D, staged_dim(e % D), o, final_m[e / D], final_l[e / D]);
   }

@@ -186,7 +186,7 @@ TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
     EXPECT_EQ(t.bm, n);
     EXPECT_EQ(t.rows, 4u);
     EXPECT_EQ(t.workgroup, 8u * 32u);   // bf16's 16-row tiles fit 8 subgroups too: P lies in S's free rows
-    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, dev.bf16 ? PA_SUBGROUP_O_GROUPS(t.bm, t.rows, 8u) : 1u),
+    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, PA_SUBGROUP_O_GROUPS(t.bm, t.rows, dev.bf16 ? 1u : 0u)),
               dev.max_shared_memory);
     EXPECT_EQ(choose_tile(dev, 128, 1).rows, 4u);   // at least 4: each lane owns 2 keys of a tile
     EXPECT_EQ(choose_tile(dev, 128, 5).rows, 8u);   // GQA 5
@@ -253,6 +253,29 @@ TEST(PagedAttentionPlanSegments, ManyDecodesRunUnsplitInWorkgroupsOfFour) {
     EXPECT_EQ(chunk.num_segments, 1u);
     EXPECT_EQ(chunk.workgroup, 128u);
   }
+}
+
+// bf16 decode packs O's head slices (Schedule::pack_o, PA_PACK_O) for at
+// most one work item per SM: in 8-subgroup workgroups, and in 4-subgroup
+// ones only where each subgroup has one 16-key tile; f16 never.
+TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
+  using detail::pack_slices;
+  const uint32_t sms = 132;
+  EXPECT_TRUE(pack_slices(8, sms, std::vector<int64_t>(128, 4096)));     // B=16 ctx=4096
+  EXPECT_TRUE(pack_slices(4, sms, std::vector<int64_t>(64, 64)));        // B=1 ctx=512 in 8 segments
+  EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(64, 100)));      // two tiles per subgroup
+  EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(136, 4096)));    // B=17: more items than SMs
+  EXPECT_FALSE(pack_slices(8, sms, std::vector<int64_t>(133, 4096)));
+  EXPECT_FALSE(pack_slices(2, sms, std::vector<int64_t>(8, 32)));        // at least 4 subgroups
+  detail::ScheduleDevice dev = h200_coopmat2();
+  dev.has_16x8x16 = false;
+  dev.bf16 = true;
+  EXPECT_TRUE(detail::schedule_paged_attention(dev, Batch({}, 16, 4096).p).pack_o);
+  EXPECT_TRUE(detail::schedule_paged_attention(dev, Batch({}, 1, 512).p).pack_o);
+  EXPECT_FALSE(detail::schedule_paged_attention(dev, Batch({}, 64, 512).p).pack_o);
+  dev.has_16x8x16 = true;   // f16 on an H200
+  dev.bf16 = false;
+  EXPECT_FALSE(detail::schedule_paged_attention(dev, Batch({}, 16, 4096).p).pack_o);
 }
 
 // Routing sequences by rows (detail::schedule_paged_attention), only on a

@@ -106,7 +106,7 @@ uint32_t check_lengths(const PagedAttentionLengths& b) {
 // Pipelines: one attention kernel per (tile, layer variant), one reduce per variant.
 abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, uint32_t tile_rows, uint32_t bn,
                                   uint32_t workgroup, bool one_tile_per_seq, bool single_token_rows,
-                                  const PagedAttentionVariant& v, uint32_t subgroup_size) {
+                                  const PagedAttentionVariant& v, uint32_t subgroup_size, bool pack_o = false) {
   abi::PagedAttentionSpec spec;
   spec.PA_HEAD_SIZE = p.cache.head_size;
   spec.PA_BLOCK_SIZE = p.cache.block_size;
@@ -130,6 +130,7 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_ONE_TILE_PER_SEQ = one_tile_per_seq;
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
   spec.PA_KV_SUFFIX = p.suffix;
+  spec.PA_PACK_O = pack_o;
   return spec;
 }
 
@@ -137,7 +138,7 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
 abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t subgroup_size) {
   const auto& sch = p.schedule;
   return main_spec(p, sch.bm, sch.tile_rows, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
-                   subgroup_size);
+                   subgroup_size, sch.pack_o);
 }
 abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
   return main_spec(p, pre.bm, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
@@ -338,8 +339,13 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
     for (const Tile& t : tiles)
       for (bool one_tile : {true, false})
         for (bool single_token : {true, false})
-          main_pipeline(impl, p.path,
-                        main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size));
+          for (bool pack : {false, true}) {   // packed O: bf16 batches of at most one item per SM (pack_slices)
+            if (pack && !(dev.bf16 && p.path != Path::scalar && t.workgroup >= 4 * dev.subgroup_size &&
+                          PA_SUBGROUP_O_GROUPS(t.bm, t.rows, 1u) > 1u))
+              continue;
+            main_pipeline(impl, p.path,
+                          main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size, pack));
+          }
     for (uint32_t segments : {2u, PR_ROW_PARALLEL_MAX_SEGMENTS + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
   }
   // The prefill kernel, where a plan may route sequences to it. Which rows

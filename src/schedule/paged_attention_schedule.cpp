@@ -44,8 +44,8 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     // GQA <= 8 then carries half the accumulators), else 16.
     const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
     const uint32_t rows = abi::subgroup_tile_rows(bm, max_rows, sg);
-    auto shared_bytes = [&](uint32_t nw) {
-      return PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows, dev.bf16 ? PA_SUBGROUP_O_GROUPS(bm, rows, nw) : 1u);
+    auto shared_bytes = [&](uint32_t nw) {   // packed where the plan may pack (the larger)
+      return PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows, PA_SUBGROUP_O_GROUPS(bm, rows, dev.bf16 ? 1u : 0u));
     };
     uint32_t nw = 8;
     while (nw > 1 && shared_bytes(nw) > dev.max_shared_memory) nw /= 2;
@@ -127,6 +127,19 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
   // half the time, and they beat 2 (and 3 and 8) at every batch and context
   // measured, even and uneven.
   return usual;
+}
+
+bool pack_slices(uint32_t subgroups, uint32_t sms, const ItemKeys& st) {
+  // H200, bf16, same calls (DEVELOPERS.md, "What the matrix decode kernel is
+  // sensitive to"): packed, the subgroups' merge is two stores where it was
+  // eight through a scratch, which gained at one item per SM (B=1 ctx=4096
+  // 18.18 -> 16.90 µs in 8-subgroup workgroups, B=1 ctx=512 13.92 -> 13.15
+  // in 4-subgroup ones, one tile each); but in workgroups of 4 every tile
+  // took 1.45x as long (B=17 ctx=4096 117.8 -> 181.8, B=64 ctx=512 45.3 ->
+  // 62.5). At least 4 subgroups: an invocation then has at most 32 outputs
+  // (the kernel's bit mask of the ones to compute again).
+  if (st.items > sms || subgroups < 4) return false;
+  return subgroups >= 8 || st.longest <= 16 * int64_t(subgroups);
 }
 
 std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups) {
@@ -318,6 +331,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
       split.longest = std::min(base.longest, (per + s.bn - 1) / s.bn * s.bn);
     }
     s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
+    s.pack_o = dev.bf16 && PA_SUBGROUP_O_GROUPS(s.bm, s.tile_rows, 1u) > 1u &&
+               pack_slices(s.workgroup / dev.subgroup_size, sms, split);
   }
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
   s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;

@@ -18,8 +18,8 @@ struct ScheduleDevice {
   uint32_t multiprocessors = 16;   // Capabilities::scheduling_multiprocessors
   uint32_t max_shared_memory = 48 * 1024;
   bool has_16x8x16 = false;        // KHR 16x8x16 subgroup matrices of the element type: 8-row tiles
-  bool bf16 = false;               // the element type is bf16: the decode kernel's bf16 modules pack O
-                                   // (PA_SUBGROUP_O_GROUPS), which takes more shared memory
+  bool bf16 = false;               // the element type is bf16: the decode kernel's bf16 modules may pack O
+                                   // (Schedule::pack_o), which takes more shared memory
   // paged_prefill.comp can run (a matrix path with subgroups of 32), and
   // whether its softmax goes through shared memory (the KHR path).
   bool prefill_kernel = false;
@@ -52,6 +52,8 @@ struct Schedule {
   uint32_t tile_rows = 0;          // rows a q tile holds at most (<= bm)
   uint32_t workgroup = 0;          // invocations of the attention kernel
   uint32_t max_workgroup = 0;      // the most the tile's shared memory allows (matrix paths)
+  // The bf16 decode kernel packs O's head slices (PA_PACK_O, pack_slices).
+  bool pack_o = false;
   bool one_tile_per_seq = false;   // every sequence's rows fit one q tile (tile index = sequence)
   uint32_t q_tiles = 0;
   bool split = false;
@@ -115,5 +117,11 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t multiprocessors, cons
 // Every count matrix_subgroups may return for max_subgroups: the workgroup
 // sizes a plan prepares pipelines for.
 std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups);
+
+// Whether the bf16 decode kernel packs O's head slices (PA_PACK_O) for work
+// items (after any split) in workgroups of `subgroups`: for at most one item
+// per multiprocessor, in workgroups of 8, or of 4 where each subgroup gets
+// one 16-key tile.
+bool pack_slices(uint32_t subgroups, uint32_t multiprocessors, const ItemKeys& items);
 
 }  // namespace vkattn::detail

@@ -81,7 +81,8 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
   X(18, PA_ONE_TILE_PER_SEQ, 0)  /* every sequence's rows fit one q tile: tile index = sequence, no search */ \
   X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
   X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */ \
-  X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */
+  X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */ \
+  X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -152,17 +153,17 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 }
 #endif
 #define PA_SUBGROUP_P_IN_S(BM, TR) ((TR) <= (BM) / 2u)
-// O^T's head slices per accumulator (GO) in the bf16 modules' workgroups of
-// 8 or more subgroups: where TR <= BM / 2, a 16 x BM accumulator holds BM / TR
-// slices side by side (column g * TR + r: row r of slice a * GO + g of
-// accumulator a), each added by P^T placed in its TR columns with zeros in
-// the others. The bf16 tiles have 16 columns (the only bf16 shape an H200
-// has) for 4 rows in decode with GQA 4: unpacked, 3/4 of O's registers and of
-// the merge's stores hold nothing. Workgroups of 4 subgroups took 1.45x as
-// long per tile packed (DEVELOPERS.md), so they do not pack; nor do the f16
-// modules (8-row tiles). 1: one slice per accumulator. (Nested selections:
-// glslang emits no spec-constant &&.)
-#define PA_SUBGROUP_O_GROUPS(BM, TR, NW) ((NW) >= 8u ? ((TR) <= (BM) / 2u ? (BM) / (TR) : 1u) : 1u)
+// O^T's head slices per accumulator (GO) in the bf16 modules, where the plan
+// asks (PK: PA_PACK_O, for batches of at most one work item per SM): where TR
+// <= BM / 2, a 16 x BM accumulator holds BM / TR slices side by side (column
+// g * TR + r: row r of slice a * GO + g of accumulator a), each added by P^T
+// placed in its TR columns with zeros in the others. The bf16 tiles have 16
+// columns (the only bf16 shape an H200 has) for 4 rows in decode with GQA 4:
+// unpacked, 3/4 of O's registers and of the merge's stores hold nothing.
+// Packed, a workgroup of 4 subgroups took 1.45x as long per tile (DEVELOPERS.md),
+// so larger batches do not pack; nor do the f16 modules (8-row tiles). 1: one
+// slice per accumulator. (Nested selections: glslang emits no spec-constant &&.)
+#define PA_SUBGROUP_O_GROUPS(BM, TR, PK) ((PK) != 0u ? ((TR) <= (BM) / 2u ? (BM) / (TR) : 1u) : 1u)
 // With GO > 1, P^T lies in a column-major [columns][16 keys] ELEM region of
 // (GO * TR + BM - TR) columns of 8 words: (GO - 1) * TR zero columns, P^T's
 // TR, BM - TR zero columns: a BM-column load that starts g * TR columns
