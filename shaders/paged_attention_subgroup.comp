@@ -420,9 +420,9 @@ float merged_output(uint e) {
 // Element d (a head dim) of local row r of the item's output before
 // pa_write_result, relative to the rows' max mm, as an unpacked kernel gives
 // it: one key at a time from the cache (or the suffix), K and V as staged
-// (ELEMs) and P rounded as the kernel rounds it; the non-finite V values the
-// row sees combined as IEEE sums combine them. For outputs that packing made
-// non-finite only.
+// (ELEMs) and P rounded to ELEM as the kernel's is (from the final max, not
+// a running one); the non-finite V values the row sees combined as IEEE sums
+// combine them. For outputs that packing made non-finite only.
 float packed_exact_element(uint item, uint r, uint d, float mm) {
   PaItem it = pa_load_item(item);
   it.row_count = min(it.row_count, TR);
@@ -430,7 +430,7 @@ float packed_exact_element(uint item, uint r, uint d, float mm) {
   const bool suffix = pa_suffix_item(it);
   const float staged = 1.0 / PA_STAGED_FP8_FACTOR;   // fp8 values as the kernel stages them
   float sum = 0.0, nonfinite = 0.0;
-  // (Loops kept rolled: this code is rarely run, and its size costs short decodes.)
+  // (Loops kept rolled: rarely run, and unrolled they would only add code.)
   [[dont_unroll]] for (int k = it.kv_begin; k < it.kv_end && q_pos >= 0; ++k) {
     const int entry = suffix ? 0 : pa_raw_block(it.seq, k);
     const uint64_t at = pa_key_at(it, false, k, entry);
@@ -727,9 +727,8 @@ void main() {
   }
 #if PA_MATRIX_BF16
   // Packed slices: this invocation's non-finite outputs again, exactly, in a
-  // loop of its own (inside the one above, the rare path took registers and
-  // time from short decodes). Same elements, so this invocation writes them
-  // last.
+  // loop of its own, so that the output loop carries only the test. Same
+  // elements, so this invocation writes them last.
   if (PACK && redo != 0u)
     [[dont_unroll]] for (uint e = tid, i = 0u; e < TR * D; e += PA_WORKGROUP_SIZE, ++i)
       if ((redo & (1u << i)) != 0u)
