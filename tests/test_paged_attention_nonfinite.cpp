@@ -115,21 +115,25 @@ INSTANTIATE_TEST_SUITE_P(
 // The bf16 modules' 8-subgroup workgroups hold several head slices in each
 // accumulator, where a non-finite V value would reach the other slices' dims
 // (0 x Inf is NaN): such outputs are computed again key by key. One decode
-// token, GQA 4, 256 keys of 0.25 (so 8 subgroups, with or without a split
-// into 2 segments), and in kv head 1: NaN at dim 5, +Inf at dim 37 (a slice
-// that dim 5's NaN shares an accumulator with), -Inf at dim 70, and +Inf and
-// -Inf at dim 90 (NaN). e4m3 has no infinities: NaN at 5 and 37.
+// token, GQA 4 (4 slices per accumulator) or 8 (2), 256 keys of 0.25 (8
+// subgroups, unsplit or in 2 segments; GQA 8 in 4 segments of 64 keys, one
+// tile for each of 4 subgroups: 8 would not fit packed), and in kv head 1: NaN
+// at dim 5, +Inf at dim 37 (a slice that dim 5's NaN shares an accumulator
+// with), -Inf at dim 70, and +Inf and -Inf at dim 90 (NaN). e4m3 has no
+// infinities: NaN at 5 and 37.
 struct PackedNonFiniteCase {
   const char* name;
   DType cache;
   SplitKv split = SplitKv::off;
+  uint32_t gqa = 4;
+  uint32_t segments = 2;   // with SplitKv::on
 };
 void PrintTo(const PackedNonFiniteCase& c, std::ostream* os) { *os << c.name; }
 class PackedSlicesNonFinite : public VkTest, public ::testing::WithParamInterface<PackedNonFiniteCase> {};
 
 TEST_P(PackedSlicesNonFinite, KeepEachValueInItsOwnDim) {
   const PackedNonFiniteCase& p = GetParam();
-  const uint32_t bs = 16, Hkv = 2, Hq = 8, D = 128, len = 256;
+  const uint32_t bs = 16, Hkv = 2, Hq = Hkv * p.gqa, D = 128, len = 256;
   KvCacheConfig cfg{.num_blocks = len / bs, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
   const bool e4m3 = p.cache == DType::fp8_e4m3, e5m2 = p.cache == DType::fp8_e5m2;
@@ -160,10 +164,11 @@ TEST_P(PackedSlicesNonFinite, KeepEachValueInItsOwnDim) {
   DeviceBatch batch(ctx(), {0, 1}, {int32_t(len)}, table, len / bs);
   PagedAttentionPlanOptions o;
   o.split = p.split;
-  o.num_segments = p.split == SplitKv::on ? 2 : 0;
+  o.num_segments = p.split == SplitKv::on ? p.segments : 0;
   PagedAttentionPlan plan(ctx(), cfg, Hq, DType::bf16, batch.lengths(), o);
-  if (plan.path() != Path::scalar)
-    ASSERT_EQ(plan.workgroup_size(), 8u * ctx().capabilities().subgroup_size) << "meant for 8-subgroup workgroups";
+  const uint32_t keys = len / plan.num_segments();   // per work item: 8 subgroups from 128 keys (pack_slices)
+  if (plan.path() != Path::scalar && ctx().capabilities().subgroup_size == 32)
+    ASSERT_EQ(plan.workgroup_size(), (keys >= 128 ? 8u : 4u) * 32u) << "the workgroups this case means to cover";
   Buffer q(ctx(), Hq * D * 2), out(ctx(), Hq * D * 4);
   q.fill(0x3F803F80u);   // 1.0
   out.fill(0xFFFFFFFFu);
@@ -191,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, PackedSlicesNonFinite,
                          ::testing::Values(PackedNonFiniteCase{"bf16", DType::bf16},
                                            PackedNonFiniteCase{"bf16_split", DType::bf16, SplitKv::on},
                                            PackedNonFiniteCase{"e4m3_q_bf16", DType::fp8_e4m3},
-                                           PackedNonFiniteCase{"e5m2_q_bf16_split", DType::fp8_e5m2, SplitKv::on}),
+                                           PackedNonFiniteCase{"e5m2_q_bf16_split", DType::fp8_e5m2, SplitKv::on},
+                                           PackedNonFiniteCase{"bf16_gqa8_split4", DType::bf16, SplitKv::on, 8, 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

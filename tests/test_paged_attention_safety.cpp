@@ -186,8 +186,11 @@ TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
     EXPECT_EQ(t.bm, n);
     EXPECT_EQ(t.rows, 4u);
     EXPECT_EQ(t.workgroup, 8u * 32u);   // bf16's 16-row tiles fit 8 subgroups too: P lies in S's free rows
-    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, PA_SUBGROUP_O_GROUPS(t.bm, t.rows, dev.bf16 ? 1u : 0u)),
-              dev.max_shared_memory);
+    EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, 1u), dev.max_shared_memory);
+    EXPECT_EQ(detail::packed_slices_fit(dev, 128, t.bm, t.rows, 8), dev.bf16);   // packed O fits too (bf16 only)
+    EXPECT_EQ(choose_tile(dev, 128, 8).workgroup, 8u * 32u);   // GQA 8: packing never costs subgroups
+    EXPECT_FALSE(detail::packed_slices_fit(dev, 128, n, 8, 8));   // (it does not fit there)
+    EXPECT_EQ(detail::packed_slices_fit(dev, 128, n, 8, 4), dev.bf16);
     EXPECT_EQ(choose_tile(dev, 128, 1).rows, 4u);   // at least 4: each lane owns 2 keys of a tile
     EXPECT_EQ(choose_tile(dev, 128, 5).rows, 8u);   // GQA 5
     t = choose_tile(dev, 128, 40);                  // several tokens' rows: the whole tile

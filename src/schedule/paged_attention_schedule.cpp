@@ -44,11 +44,9 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     // GQA <= 8 then carries half the accumulators), else 16.
     const uint32_t bm = max_rows <= 8 && dev.has_16x8x16 ? 8u : 16u;
     const uint32_t rows = abi::subgroup_tile_rows(bm, max_rows, sg);
-    auto shared_bytes = [&](uint32_t nw) {   // packed where the plan may pack (the larger)
-      return PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows, PA_SUBGROUP_O_GROUPS(bm, rows, dev.bf16 ? 1u : 0u));
-    };
+    // (Unpacked: a plan packs O only where that fits too, packed_slices_fit.)
     uint32_t nw = 8;
-    while (nw > 1 && shared_bytes(nw) > dev.max_shared_memory) nw /= 2;
+    while (nw > 1 && PA_SUBGROUP_SHARED_BYTES(head_size, nw, bm, rows, 1u) > dev.max_shared_memory) nw /= 2;
     return {bm, 16, nw * sg, rows};
   }
   // Scalar: the largest tile whose shared memory fits the device.
@@ -127,6 +125,12 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
   // half the time, and they beat 2 (and 3 and 8) at every batch and context
   // measured, even and uneven.
   return usual;
+}
+
+bool packed_slices_fit(const ScheduleDevice& dev, uint32_t head_size, uint32_t bm, uint32_t rows, uint32_t subgroups) {
+  const uint32_t go = PA_SUBGROUP_O_GROUPS(bm, rows, 1u);
+  return dev.bf16 && dev.path != Path::scalar && go > 1 &&
+         PA_SUBGROUP_SHARED_BYTES(head_size, subgroups, bm, rows, go) <= dev.max_shared_memory;
 }
 
 bool pack_slices(uint32_t subgroups, uint32_t sms, const ItemKeys& st) {
@@ -331,8 +335,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
       split.longest = std::min(base.longest, (per + s.bn - 1) / s.bn * s.bn);
     }
     s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
-    s.pack_o = dev.bf16 && PA_SUBGROUP_O_GROUPS(s.bm, s.tile_rows, 1u) > 1u &&
-               pack_slices(s.workgroup / dev.subgroup_size, sms, split);
+    const uint32_t nw = s.workgroup / dev.subgroup_size;
+    s.pack_o = packed_slices_fit(dev, p.head_size, s.bm, s.tile_rows, nw) && pack_slices(nw, sms, split);
   }
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
   s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;

@@ -123,5 +123,9 @@ std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups);
 // per multiprocessor, in workgroups of 8, or of 4 where each subgroup gets
 // one 16-key tile.
 bool pack_slices(uint32_t subgroups, uint32_t multiprocessors, const ItemKeys& items);
+// Whether the decode kernel's bf16 module can pack O for that tile in
+// workgroups of `subgroups`: rows <= bm / 2, and the packed shared memory
+// fits (it does not at 8 subgroups with 8 rows, GQA 5 to 8).
+bool packed_slices_fit(const ScheduleDevice& device, uint32_t head_size, uint32_t bm, uint32_t rows, uint32_t subgroups);
 
 }  // namespace vkattn::detail
