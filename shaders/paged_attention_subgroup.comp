@@ -42,6 +42,9 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if VKATTN_PATH == 2 && PA_MATRIX_BF16
+#extension GL_NV_cooperative_matrix2 : require
+#endif
 
 #include "abi/paged_attention.h"
 #include "grid.glsl"
@@ -174,9 +177,10 @@ const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
 // bf16's tiles have 16 columns (the device's only bf16 shape), of which an
 // item uses TR (4 in decode with GQA 4): slots of all 16 rows made 8
 // subgroups, and 2, merge in two rounds, which was most of bf16 decode's time
-// over f16's at short contexts (DEVELOPERS.md). Where TR < BM (COMPACT), each
-// O^T slice goes through a scratch of the subgroup's own, after the slots, and
-// only its TR rows go on into the slot. (A store of each lane's own elements,
+// over f16's at short contexts (DEVELOPERS.md). Where TR < BM (COMPACT), only
+// each O^T slice's TR rows go into the slot: on coopmat2 by a tensor store
+// that discards the others, on KHR coopmat through a scratch of the
+// subgroup's own, after the slots. (A store of each lane's own elements,
 // their rows read from a matrix of indices, was slower: DEVELOPERS.md.)
 const uint SCRATCH_VEC4 = 2u * 64u;   // two 16 x 16 f32 matrices, used in turn
 const uint STAGE_VEC4 = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS);
@@ -684,6 +688,21 @@ void main() {
         coopMatStore(acc, stage, at + ACC_VEC4 * a, 4u, gl_CooperativeMatrixLayoutColumnMajor);
         EACH_ACC(MERGE_PACKED)
       } else if (COMPACT) {
+#if VKATTN_PATH == 2
+        // coopmat2: each slice's TR columns go straight into the slot's
+        // O[r][d], where a tensor store discards the columns past the
+        // layout's TR rows; no scratch pass. (Adding to a slot, r > 0, still
+        // takes the scratch.)
+        if (r == 0u) {
+          tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> slot_rows =
+              createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+          slot_rows = setTensorLayoutDimensionNV(slot_rows, TR, D);
+          tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+#define MERGE_CLIPPED(j) coopMatStoreTensorNV(o##j * fm, stage, at, sliceTensorLayoutNV(slot_rows, 0, 16, 16u * j, 16), transposed);
+          EACH_SLICE(MERGE_CLIPPED)
+        } else
+#endif
+        {
         const uint scratch = MSLOTS * MSLOT + warp * SCRATCH_VEC4;
         // Slice j as [row][16 dims] in scratch j % 2, then its TR rows (4
         // uvec4s each) into the slot's O[r][d]. The sync after slice j + 1's
@@ -698,6 +717,7 @@ void main() {
           stage[to] = floatBitsToUint(v);                                           \
         }
         EACH_SLICE(MERGE_COMPACT)
+        }
       } else {
         EACH_SLICE(MERGE)
       }
