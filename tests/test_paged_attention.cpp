@@ -237,6 +237,12 @@ std::vector<Combo> combos() {
     auto c = make(many, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 309);
     c.with_lse = true;
     add("gpu_decode_h32x8_d128_f16_nhd_bs16_64seqs", c, true);
+    // bf16: 16-column tiles for 4 rows, unpacked there (more items than SMs),
+    // so each O^T slice's rows reach the merge by a clipped tensor store on
+    // coopmat2 and through a scratch on KHR coopmat.
+    c.cache_dtype = DType::bf16;
+    c.q_dtype = DType::bf16;
+    add("gpu_decode_h32x8_d128_bf16_nhd_bs16_64seqs", c, true);
   }
   {
     // 6 decode sequences of 2048..2559 keys, 8 kv heads: 48 work items,
