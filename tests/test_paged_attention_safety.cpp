@@ -191,6 +191,7 @@ TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
     EXPECT_EQ(choose_tile(dev, 128, 8).workgroup, 8u * 32u);   // GQA 8: packing never costs subgroups
     EXPECT_FALSE(detail::packed_slices_fit(dev, 128, n, 8, 8));   // (it does not fit there)
     EXPECT_EQ(detail::packed_slices_fit(dev, 128, n, 8, 4), dev.bf16);
+    EXPECT_FALSE(detail::packed_slices_fit(dev, 128, n, 4, 2));   // at least 4 subgroups
     EXPECT_EQ(choose_tile(dev, 128, 1).rows, 4u);   // at least 4: each lane owns 2 keys of a tile
     EXPECT_EQ(choose_tile(dev, 128, 5).rows, 8u);   // GQA 5
     t = choose_tile(dev, 128, 40);                  // several tokens' rows: the whole tile
@@ -269,7 +270,6 @@ TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
   EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(64, 100)));      // two tiles per subgroup
   EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(136, 4096)));    // B=17: more items than SMs
   EXPECT_FALSE(pack_slices(8, sms, std::vector<int64_t>(133, 4096)));
-  EXPECT_FALSE(pack_slices(2, sms, std::vector<int64_t>(8, 32)));        // at least 4 subgroups
   detail::ScheduleDevice dev = h200_coopmat2();
   dev.has_16x8x16 = false;
   dev.bf16 = true;

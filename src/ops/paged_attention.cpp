@@ -340,8 +340,7 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
       for (bool one_tile : {true, false})
         for (bool single_token : {true, false})
           for (bool pack : {false, true}) {   // packed O: bf16 batches of at most one item per SM (pack_slices)
-            const uint32_t nw = t.workgroup / dev.subgroup_size;
-            if (pack && !(nw >= 4 && packed_slices_fit(dev, cache.head_size, t.bm, t.rows, nw))) continue;
+            if (pack && !packed_slices_fit(dev, cache.head_size, t.bm, t.rows, t.workgroup / dev.subgroup_size)) continue;
             main_pipeline(impl, p.path,
                           main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size, pack));
           }

@@ -128,8 +128,10 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
 }
 
 bool packed_slices_fit(const ScheduleDevice& dev, uint32_t head_size, uint32_t bm, uint32_t rows, uint32_t subgroups) {
+  // At least 4 subgroups: an invocation then has at most 32 outputs (the
+  // kernel's bit mask of the ones to compute again).
   const uint32_t go = PA_SUBGROUP_O_GROUPS(bm, rows, 1u);
-  return dev.bf16 && dev.path != Path::scalar && go > 1 &&
+  return dev.bf16 && dev.path != Path::scalar && go > 1 && subgroups >= 4 &&
          PA_SUBGROUP_SHARED_BYTES(head_size, subgroups, bm, rows, go) <= dev.max_shared_memory;
 }
 
@@ -140,9 +142,8 @@ bool pack_slices(uint32_t subgroups, uint32_t sms, const ItemKeys& st) {
   // 18.18 -> 16.90 µs in 8-subgroup workgroups, B=1 ctx=512 13.92 -> 13.15
   // in 4-subgroup ones, one tile each); but in workgroups of 4 every tile
   // took 1.45x as long (B=17 ctx=4096 117.8 -> 181.8, B=64 ctx=512 45.3 ->
-  // 62.5). At least 4 subgroups: an invocation then has at most 32 outputs
-  // (the kernel's bit mask of the ones to compute again).
-  if (st.items > sms || subgroups < 4) return false;
+  // 62.5).
+  if (st.items > sms) return false;
   return subgroups >= 8 || st.longest <= 16 * int64_t(subgroups);
 }
 

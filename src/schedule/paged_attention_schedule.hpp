@@ -124,8 +124,9 @@ std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups);
 // one 16-key tile.
 bool pack_slices(uint32_t subgroups, uint32_t multiprocessors, const ItemKeys& items);
 // Whether the decode kernel's bf16 module can pack O for that tile in
-// workgroups of `subgroups`: rows <= bm / 2, and the packed shared memory
-// fits (it does not at 8 subgroups with 8 rows, GQA 5 to 8).
+// workgroups of `subgroups`: rows <= bm / 2, at least 4 subgroups, and the
+// packed shared memory fits (it does not at 8 subgroups with 8 rows, GQA 5
+// to 8). The pipelines prepare() creates packed.
 bool packed_slices_fit(const ScheduleDevice& device, uint32_t head_size, uint32_t bm, uint32_t rows, uint32_t subgroups);
 
 }  // namespace vkattn::detail
