@@ -110,7 +110,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     layout = &f.add_choice("layout", "nhd", {"nhd", "hnd", "split"}, "KV cache layout");
     prefill_kernel = &f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"},
                                    "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
-    segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; for schedule experiments)", 0, 256);
+    segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; 1: unsplit; for schedule experiments)", 0, 256);
   }
   std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
   if (suite->name == "decode") {

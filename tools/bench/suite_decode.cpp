@@ -113,7 +113,9 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   } else {
     PagedAttentionPlanOptions popt;
     popt.prefill = sh.prefill;
-    if (sh.segments) {   // (the plan's workspace is allocated below, as large as it says)
+    if (sh.segments == 1) {
+      popt.split = SplitKv::off;   // one segment: unsplit, no reduce
+    } else if (sh.segments) {   // (the plan's workspace is allocated below, as large as it says)
       popt.split = SplitKv::on;
       popt.num_segments = sh.segments;
       popt.workspace_bytes = 1ull << 31;
