@@ -128,6 +128,9 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   const uint c = gl_LocalInvocationIndex + i * WG;
   if (i >= PPT || c >= PIECES) return uvec4(0);
   const uint j = c / (D / 8u);
+#if !VKA_OP_BLOCK_SPARSE
+  if (src == PA_SRC_MIXED) src = pa_key_source_of(g_it, k0 + int(j));   // one tile per joined item
+#endif
   return kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
                         (c % (D / 8u)) * 8u);
 }
@@ -149,10 +152,31 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
     EACH_PIECE(LOAD_K_PIECE)           \
     EACH_PIECE(LOAD_V_PIECE)           \
   }
+#if VKA_OP_BLOCK_SPARSE
 #define LOAD_TILE(K0, BUF)                                                                         \
   if (kv_src == PA_SRC_CACHE) LOAD_TILE_FROM(PA_SRC_CACHE, K0, BUF)                                \
   else if (kv_src == PA_SRC_SUFFIX) LOAD_TILE_FROM(PA_SRC_SUFFIX, K0, BUF)                         \
   else LOAD_TILE_FROM(PA_SRC_SUFFIX_NARROW, K0, BUF)
+#else
+// A joined prefix-prefill item (pa_joined_kernel) chooses per tile: the
+// cache's, the new tokens', or for the one tile that holds the context's end
+// both, key by key (PA_SRC_MIXED). That tile, and tiles of the narrow
+// new-token loads (rare: unaligned views), are not loaded ahead: STAGE_TILE
+// loads and stages them in a rolled loop, so that the key loop's code holds
+// the prefetched loads of two sources only (with every source prefetched the
+// kernel was 3.6x as large, at 255 registers, and slower; DEVELOPERS.md).
+uint tile_source(uint kv_src, int k0) {
+  if (!pa_joined_kernel()) return kv_src;
+  if (k0 + int(BC) <= g_it.ctx) return PA_SRC_CACHE;
+  return k0 >= g_it.ctx ? PA_SUFFIX_SOURCE : PA_SRC_MIXED;
+}
+#define LOAD_TILE(K0, BUF)                                                                         \
+  {                                                                                                \
+    const uint l_ts = tile_source(kv_src, K0);                                                     \
+    if (l_ts == PA_SRC_CACHE) LOAD_TILE_FROM(PA_SRC_CACHE, K0, BUF)                                \
+    else if (l_ts == PA_SRC_SUFFIX) LOAD_TILE_FROM(PA_SRC_SUFFIX, K0, BUF)                         \
+  }
+#endif
 
 // Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].
 void locate_tile(int k0, int entry, uint buf) {
@@ -171,6 +195,25 @@ void store_piece(uvec4 raw, uint at, uint i) {
   kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw);
 }
 #define STORE_PIECE(i) store_piece(kr##i, 0u, i); store_piece(vr##i, V_AT, i);
+#if VKA_OP_BLOCK_SPARSE
+#define STAGE_TILE(K0, BUF) EACH_PIECE(STORE_PIECE)
+#else
+// A tile LOAD_TILE leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
+void stage_rolled(uint src, int k0, uint buf) {
+  [[dont_unroll]] for (uint i = 0; i < PPT; ++i) {
+    store_piece(load_piece(src, k0, buf, false, i), 0u, i);
+    store_piece(load_piece(src, k0, buf, true, i), V_AT, i);
+  }
+}
+#define STAGE_TILE(K0, BUF)                                                                        \
+  {                                                                                                \
+    const uint s_ts = tile_source(kv_src, K0);                                                     \
+    if (s_ts == PA_SRC_MIXED || s_ts == PA_SRC_SUFFIX_NARROW) stage_rolled(s_ts, K0, BUF);         \
+    else {                                                                                         \
+      EACH_PIECE(STORE_PIECE)                                                                      \
+    }                                                                                              \
+  }
+#endif
 
 // Replaces the staged V tile's non-finite values by 0; returns whether this
 // invocation replaced any.
@@ -265,7 +308,7 @@ void main() {
   barrier();
   if (num_tiles > 0) {
     LOAD_TILE(pa_tile_key0(g_it, 0), 0u)
-    EACH_PIECE(STORE_PIECE)
+    STAGE_TILE(pa_tile_key0(g_it, 0), 0u)
   }
   barrier();
   for (int t = 0; t < num_tiles; ++t) {
@@ -383,7 +426,7 @@ void main() {
     if (t + 2 < num_tiles) locate_tile(k2, ahead, uint(t) % 2u);
     barrier();   // every subgroup is done with this tile
     if (more) {
-      EACH_PIECE(STORE_PIECE)
+      STAGE_TILE(k1, uint(t + 1) % 2u)
     }
     barrier();
   }

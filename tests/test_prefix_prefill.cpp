@@ -109,6 +109,28 @@ std::vector<Combo> combos() {
     c.seed = 8;
     add("gpu_prefill_kernel_bf16_hnd_skip_decode_fused_write", c, true);
   }
+  // The prefill kernel's joined items (a cache of q's dtype: one item over
+  // the context and the new tokens) with narrow new-K/V loads, a block size
+  // that is no power of two, GQA 5, and contexts that end on a 64-key tile's
+  // edge (256), inside a tile (1001, 15) or at 0, beside a decode row.
+  {
+    const Seqs seqs = {{200, 456}, {130, 1131}, {96, 96}, {1, 700}, {45, 60}};
+    auto c = make(seqs, 20, 4, 128, 48, DType::f16, KvLayout::nhd, 9);
+    c.prefill = PrefillKernel::on;
+    c.kv_token_padding = 3;
+    c.alibi = true;
+    c.softcap = 30;
+    c.sinks = true;
+    c.with_lse = true;
+    add("gpu_prefill_kernel_joined_gqa5_bs48_unaligned_kv_alibi_softcap_sinks_lse", c, true);
+    // An fp8 cache keeps the two segments; the new tokens' narrow loads
+    // there are staged in the prefill kernel's rolled loop too.
+    c.cache_dtype = DType::fp8_e5m2;
+    c.kv_token_padding = 5;
+    c.alibi = false;
+    c.seed = 10;
+    add("gpu_prefill_kernel_e5m2_two_segments_unaligned_kv", c, true);
+  }
   return v;
 }
 
@@ -220,6 +242,25 @@ TEST_F(PrefixPrefillSmall, FusedWriteStoresWhatWriteKvCacheStoresAndAgreesWithPa
     for (int64_t d = 0; d < D; ++d)
       ASSERT_NEAR(prefix_out[row * D + d], paged_out[row * D + d], 3 * 0x1p-11 * peak) << "row " << row << ", dim " << d;
   }
+}
+
+// Over a cache of q's dtype the prefill kernel's items are whole, one
+// workgroup per q tile and kv head (the context and the new tokens in one key
+// walk); an fp8 cache's keep the two segments, whose scales differ.
+TEST_F(PrefixPrefillSmall, PrefillKernelItemsAreWholeOverACacheOfQsDtype) {
+  const std::vector<int32_t> qsl = {0, 300}, lens = {1000};
+  PrefixPrefillOptions o;
+  o.prefill = PrefillKernel::on;
+  PrefixPrefillPlan same(ctx(), cfg_, Hq, DType::f16, PagedAttentionLengths{qsl, lens}, o);
+  if (!same.attention().routes_prefill()) GTEST_SKIP() << "no prefill kernel on this path";
+  KvCacheConfig fp8 = cfg_;
+  fp8.dtype = DType::fp8_e4m3;
+  PrefixPrefillPlan scaled(ctx(), fp8, Hq, DType::f16, PagedAttentionLengths{qsl, lens}, o);
+  ASSERT_TRUE(scaled.attention().routes_prefill());
+  // 300 tokens x GQA 2 = 600 rows: a few q tiles for each of 2 kv heads.
+  EXPECT_GT(same.attention().num_workgroups(), 0u);
+  EXPECT_EQ(same.attention().num_workgroups() % Hkv, 0u);
+  EXPECT_EQ(scaled.attention().num_workgroups(), 2 * same.attention().num_workgroups());
 }
 
 TEST_F(PrefixPrefillSmall, PrepareMakesEveryPipelineARunNeeds) {

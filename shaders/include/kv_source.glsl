@@ -5,7 +5,8 @@
 //   kv_source_raw8(src, at, is_value, k, head, d): eight consecutive head dims of
 //     key k from there, raw (pa_key_raw8; src: pa_key_source, a constant where called).
 // The paged cache (every layout and dtype: the block table, then the block's
-// chunk), or in a prefix-prefill suffix item the new tokens' K/V views, whose
+// chunk), or for a prefix-prefill suffix item's keys (a joined item's from
+// the context's end on: pa_suffix_key) the new tokens' K/V views, whose
 // element index is kept plus one so that 0 still means "outside".
 // Include after paged_attention_io.glsl.
 #ifndef VKATTN_KV_SOURCE_GLSL
@@ -13,7 +14,7 @@
 
 // The lookup's first half (its load), issued early: the block-table entry.
 int kv_source_entry(PaItem it, int k_pos) {
-  if (pa_suffix_item(it)) return 0;
+  if (pa_suffix_key(it, k_pos)) return 0;
   return k_pos >= it.kv_begin && k_pos < it.kv_end ? pa_raw_block(it.seq, k_pos) : -1;
 }
 
@@ -21,7 +22,7 @@ int kv_source_entry(PaItem it, int k_pos) {
 void kv_source_locate_entry(PaItem it, int k_pos, int entry, out uint64_t k_at, out uint64_t v_at) {
   k_at = v_at = 0ul;
   if (k_pos < it.kv_begin || k_pos >= it.kv_end) return;
-  const uint64_t one = pa_suffix_item(it) ? 1ul : 0ul;
+  const uint64_t one = pa_suffix_key(it, k_pos) ? 1ul : 0ul;
   k_at = pa_key_at(it, false, k_pos, entry) + one;
   v_at = pa_key_at(it, true, k_pos, entry) + one;
 }

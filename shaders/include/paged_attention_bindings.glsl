@@ -36,16 +36,22 @@ uint pa_view_offset(uint v) {
 
 int pa_query_start(uint s) { return query_start_words[pa_view_offset(PA_VIEW_QUERY_START_LOC) + s]; }
 int pa_seq_len(uint s) { return seq_len_words[pa_view_offset(PA_VIEW_SEQ_LENS) + s]; }
-// Whether token `token` is a sequence's only new token (the last sequence
-// starting at or before it, by search; query_start_loc as the kernels clamp it).
-bool pa_token_is_single(uint token) {
+// The sequence whose new tokens include token `token`: the last one starting
+// at or before it, by search.
+uint pa_token_seq(uint token) {
   uint lo = 0u, hi = pc.num_seqs;
   while (hi - lo > 1u) {
     const uint mid = (lo + hi) / 2u;
     if (pa_query_start(mid) <= int(token)) lo = mid;
     else hi = mid;
   }
-  return pa_query_start(lo + 1u) - pa_query_start(lo) == 1;
+  return lo;
+}
+// Sequence s's new tokens, query_start_loc clamped as pa_load_item clamps it.
+int pa_query_len(uint s) {
+  const int T = int(pc.num_tokens);
+  const int q0 = clamp(pa_query_start(s), 0, T), q1 = clamp(pa_query_start(s + 1u), q0, T);
+  return q1 - q0;
 }
 
 float pa_alibi_slope(uint head) { return alibi_words[pa_view_offset(PA_VIEW_ALIBI) + head]; }

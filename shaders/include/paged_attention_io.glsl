@@ -64,10 +64,29 @@ uint pa_find_seq(uint tile) {
 // Work item number `wg`. The lengths the device holds are kept in bounds
 // here, not checked: paged_attention_check.comp reports those that are
 // unusable (reports from this prologue slow decode measurably).
+// Prefix prefill's joined items (PA_FLAG_SUFFIX_JOINED), which only the
+// prefill kernel has: one item walks both sources, unsplit. The other kernels
+// see none of this code (macros, so that their modules stay as they were).
+#if PA_PREFILL_KERNEL
+bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SUFFIX_JOINED) != 0u; }
+#define PA_ITEM_SEGMENTS (pa_joined_kernel() ? 1u : pc.num_segments)
+#define PA_SPLIT_BY_SOURCE (PA_KV_SUFFIX != 0u && !pa_joined_kernel())
+// (A split plan's joined items are whole: they neither split their keys nor write partial results.)
+#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u && !pa_joined_kernel())
+#define PA_SUFFIX_KEY(it, k) (pa_suffix_item(it) || (pa_joined_kernel() && (k) >= (it).ctx))
+#define PA_KEY_SOURCE_OF(it, k) pa_key_source_of(it, k)
+#else
+#define PA_ITEM_SEGMENTS pc.num_segments
+#define PA_SPLIT_BY_SOURCE (PA_KV_SUFFIX != 0u)
+#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u)
+#define PA_SUFFIX_KEY(it, k) pa_suffix_item(it)
+#define PA_KEY_SOURCE_OF(it, k) pa_key_source(it)
+#endif
+
 PaItem pa_load_item(uint wg) {
   PaItem it;
-  it.segment = wg % pc.num_segments;
-  const uint rest = wg / pc.num_segments;
+  it.segment = wg % PA_ITEM_SEGMENTS;
+  const uint rest = wg / PA_ITEM_SEGMENTS;
   it.kv_head = rest % PA_NUM_KV_HEADS;
   const uint tile = rest / PA_NUM_KV_HEADS;
   uint local = 0u;
@@ -102,12 +121,12 @@ PaItem pa_load_item(uint wg) {
   const int end = len == 0 ? 0 : min(len, last + 1);
   int begin = PA_HAS_WINDOW != 0u ? max(0, first - pc.sliding_window + 1) : 0;
   begin = min(begin, end);
-  if (PA_KV_SUFFIX != 0u) {
+  if (PA_SPLIT_BY_SOURCE) {
     // Segment 0: the keys in the cache; segment 1: the new tokens'.
     const int at = clamp(it.ctx, begin, end);
     it.kv_begin = it.segment == 0u ? begin : at;
     it.kv_end = it.segment == 0u ? at : end;
-  } else if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
+  } else if (PA_WRITES_PARTIAL) {
     // Segments of whole BN-key tiles; trailing ones may be empty.
     const int per = (end - begin + int(pc.num_segments) - 1) / int(pc.num_segments);
     const int seg_len = (per + int(PA_BN) - 1) / int(PA_BN) * int(PA_BN);
@@ -203,9 +222,9 @@ uint pa_checked_block(int b, uint seq, int k_pos) {
 }
 
 // ---- Prefix prefill's contiguous suffix (PA_KV_SUFFIX) ----------------------
-// Segment 1 of a prefix-prefill plan reads the new tokens' K and V from their
-// views (q's dtype), not from the cache: key k >= ctx is new token
-// token0 + k - ctx. The cache's keys keep their fp8 scales; these have none.
+// Segment 1 of a prefix-prefill plan (and a joined item from the context's
+// end on) reads the new tokens' K and V from their views (q's dtype), not
+// from the cache: key k >= ctx is new token token0 + k - ctx. The cache's keys keep their fp8 scales; these have none.
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewK16 { uint16_t new_k16[]; };
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewKVec { uvec4 new_k_vec[]; };
 layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewV16 { uint16_t new_v16[]; };
@@ -213,6 +232,9 @@ layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewVVec { uv
 
 // Whether the item's keys are the new tokens' (the same for a whole workgroup).
 bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; }
+// Whether key k_pos of the item is a new token's: a suffix item's, or in a
+// joined item (pa_joined_kernel) every key from the context's end on.
+bool pa_suffix_key(PaItem it, int k_pos) { return PA_SUFFIX_KEY(it, k_pos); }
 
 // Where an item's keys come from. The kernels branch on it once per tile, not
 // per load, and call the loads with it as a constant: a per-load branch
@@ -220,10 +242,16 @@ bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; 
 const uint PA_SRC_CACHE = 0u;
 const uint PA_SRC_SUFFIX = 1u;          // the new K/V views, 16-byte loads
 const uint PA_SRC_SUFFIX_NARROW = 2u;   // their offsets or strides are not multiples of 8 elements
+#define PA_SUFFIX_SOURCE ((pc.flags & PA_FLAG_SUFFIX_NARROW) != 0u ? PA_SRC_SUFFIX_NARROW : PA_SRC_SUFFIX)
 uint pa_key_source(PaItem it) {
   if (!pa_suffix_item(it)) return PA_SRC_CACHE;
-  return (pc.flags & PA_FLAG_SUFFIX_NARROW) != 0u ? PA_SRC_SUFFIX_NARROW : PA_SRC_SUFFIX;
+  return PA_SUFFIX_SOURCE;
 }
+#if PA_PREFILL_KERNEL
+const uint PA_SRC_MIXED = 3u;   // a joined item's tile that holds the context's end: key by key
+// The source of key k_pos alone (pa_suffix_key).
+uint pa_key_source_of(PaItem it, int k_pos) { return pa_suffix_key(it, k_pos) ? PA_SUFFIX_SOURCE : PA_SRC_CACHE; }
+#endif
 
 // Element index of key k_pos's row (the item's kv head) in the new K or V view.
 uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
@@ -296,7 +324,7 @@ void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
 // block's address (entry: the block-table entry, pa_raw_block), or in a
 // suffix item the element index of its row in the new K/V view.
 uint64_t pa_key_at(PaItem it, bool is_value, int k_pos, int entry) {
-  if (pa_suffix_item(it)) return uint64_t(pa_suffix_row(it, is_value, k_pos));
+  if (PA_SUFFIX_KEY(it, k_pos)) return uint64_t(pa_suffix_row(it, is_value, k_pos));
   return pa_block_address(is_value, pa_checked_block(entry, it.seq, k_pos));
 }
 
@@ -359,7 +387,7 @@ void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
   const uint token = it.token0 + row / PA_GQA;
   const uint head = it.kv_head * PA_GQA + row % PA_GQA;
   if (d == 0u && PA_HAS_ALIBI != 0u) pa_alibi_slope_checked(head);
-  if ((pc.flags & PA_FLAG_SPLIT) != 0u) {
+  if (PA_WRITES_PARTIAL) {
     pa_write_partial(token, head, it.segment, d, o, m, l);
     return;
   }

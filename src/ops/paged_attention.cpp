@@ -171,6 +171,7 @@ abi::PagedAttentionReduceSpec reduce_spec(const PagedAttentionPlanData& p, const
   r.PR_ROW_PARALLEL = segments <= PR_ROW_PARALLEL_MAX_SEGMENTS;
   r.PR_WORKGROUP_SIZE = r.PR_ROW_PARALLEL || p.cache.head_size >= 128 ? 128 : 64;
   r.PR_NUM_Q_HEADS = p.num_q_heads;
+  r.PR_GQA = p.num_q_heads / p.cache.num_kv_heads;
   return r;
 }
 
@@ -508,9 +509,13 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.view_offsets1 = offsets[1];
   push.view_offsets2 = offsets[2];
   push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
+  // Prefix prefill over a cache of q's dtype: the prefill kernel's items walk
+  // the context and the new tokens unsplit (abi/paged_attention.h).
+  const bool joined = suffix && sch.prefill.on && sch.prefill.joined;
   if (suffix) {
     const TensorView &k = *suffix->key, &v = *suffix->value;
-    push.flags |= abi::PA_FLAG_SUFFIX | (suffix->skip_decode ? abi::PA_FLAG_SKIP_DECODE : 0);
+    push.flags |= abi::PA_FLAG_SUFFIX | (suffix->skip_decode ? abi::PA_FLAG_SKIP_DECODE : 0) |
+                  (joined ? abi::PA_FLAG_SUFFIX_JOINED : 0);
     push.PA_PUSH_NEW_K_TOKEN_STRIDE = to_u32(kOp, "key stride 0", k.stride(0));
     push.PA_PUSH_NEW_V_TOKEN_STRIDE = to_u32(kOp, "value stride 0", v.stride(0));
     push.PA_PUSH_NEW_KV_HEAD_STRIDES = uint32_t(k.stride(1)) | uint32_t(v.stride(1)) << 16;   // < 2^16: prefix_prefill checks
@@ -565,7 +570,8 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     record_next_dispatch(impl, cmd, *previous, *main, bindings, &push, grid_words, grid, op);
     previous = main;
   }
-  if (!sch.split) return;
+  // (Joined prefill items with no decode-kernel items: nothing to merge.)
+  if (!sch.split || (joined && !main)) return;
 
   compute_barrier(impl, cmd);
   const abi::PagedAttentionReduceSpec rspec = reduce_spec(p, v, sch.num_segments);

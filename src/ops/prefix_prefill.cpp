@@ -74,6 +74,14 @@ PagedAttentionPlanOptions attention_options(const KvCacheConfig& cache, uint32_t
   return a;
 }
 
+// A paged-attention plan's data as prefix prefill runs it: the new tokens from
+// their views and, over a cache of q's dtype (keys and values with no scales,
+// so that the two parts need not be apart), the prefill kernel's items whole.
+void mark_prefix_prefill(PagedAttentionPlanData& p, const KvCacheConfig& cache, DType q_dtype) {
+  p.suffix = true;
+  if (cache.dtype == q_dtype) join_prefix_prefill_items(p.schedule);
+}
+
 }  // namespace
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
@@ -82,13 +90,13 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
                       attention_options(cache, num_q_heads,
                                         lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)),
                                         options))) {
-  plan_.data_->suffix = true;
+  mark_prefix_prefill(*plan_.data_, cache, q_dtype);
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLimits& limits, const PrefixPrefillOptions& options)
     : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits, attention_options(cache, num_q_heads, limits.max_num_tokens, options))) {
-  plan_.data_->suffix = true;
+  mark_prefix_prefill(*plan_.data_, cache, q_dtype);
 }
 
 void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {

@@ -348,4 +348,10 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   return s;
 }
 
+void join_prefix_prefill_items(Schedule& s) {
+  if (!s.prefill.on || s.prefill.joined) return;
+  s.prefill.joined = true;
+  s.prefill.num_workgroups /= s.num_segments;
+}
+
 }  // namespace vkattn::detail

@@ -44,8 +44,13 @@ struct PrefillSchedule {
   bool on = false;
   uint32_t bm = 0, bn = 0, workgroup = 0;
   uint32_t min_rows = 0;           // sequences of at least this many packed rows are its
-  uint64_t num_workgroups = 0;     // q tiles (of bm rows) * num_kv_heads * num_segments
+  uint64_t num_workgroups = 0;     // q tiles (of bm rows) * num_kv_heads * num_segments (1 if joined)
+  // Prefix prefill over a cache of q's dtype (join_prefix_prefill_items):
+  // each item walks the context and the new tokens unsplit and writes its
+  // outputs, while the decode kernel's items keep the plan's segments.
+  bool joined = false;
 };
+
 
 struct Schedule {
   uint32_t bm = 0, bn = 0;         // rows per q tile, keys per KV tile
@@ -69,6 +74,9 @@ struct Schedule {
 // Throws vkattn::Error for a problem it cannot schedule (an explicit
 // num_segments whose partial results exceed the workspace, a grid too large).
 Schedule schedule_paged_attention(const ScheduleDevice& device, const ScheduleProblem& problem);
+
+// Makes a prefix-prefill schedule's prefill-kernel items whole (PrefillSchedule::joined).
+void join_prefix_prefill_items(Schedule& s);
 
 // Rows per tile, keys per tile and invocations of the kernel for `max_rows`
 // packed rows (query tokens x GQA heads) per sequence.

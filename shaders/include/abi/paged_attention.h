@@ -47,13 +47,19 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
 VKA_CONST(PA_FLAG_SUFFIX, 2)             // prefix prefill (PA_KV_SUFFIX): the new tokens' K/V are not in the cache
 VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_len 1 are not computed (out untouched)
 VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
+VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype: the prefill kernel's items are not split (below)
 
 // Prefix prefill (reference kernel 000): with PA_KV_SUFFIX, a sequence's keys
 // [0, ctx) come from the cache and [ctx, seq_len) from the new K/V views
 // (token query_start + k - ctx), and the plan always splits into 2
 // segments: segment 0 is the cache part, segment 1 the new tokens, combined
 // by paged_attention_reduce (FlashInfer's merge of a prefix's and a suffix's
-// states). It has no qq_bias, so the new K/V strides take those push words:
+// states). With PA_FLAG_SUFFIX_JOINED (a cache of q's dtype, so that both
+// parts' keys and values take the same scales), the prefill kernel's items
+// are not split: one work item per q tile walks both parts, each tile from
+// its own source (the one that holds ctx from both, key by key), and writes
+// the output itself; its grid counts items, not items x segments, and the
+// reduce leaves its sequences (rows >= route_rows) alone. It has no qq_bias, so the new K/V strides take those push words:
 // token strides in elements, head strides 16 bits each (k | v << 16).
 #define PA_PUSH_NEW_K_TOKEN_STRIDE qq_bias_stride
 #define PA_PUSH_NEW_V_TOKEN_STRIDE qq_bias_rows
@@ -194,7 +200,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
   X(3, PR_WRITE_LSE, 0)                \
   X(4, PR_WORKGROUP_SIZE, 64)          \
   X(5, PR_NUM_Q_HEADS, 32)             \
-  X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */
+  X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */ \
+  X(7, PR_GQA, 4)           /* PA_FLAG_SUFFIX_JOINED: a sequence's packed rows are query_len x PR_GQA */
 
 // The row-parallel reduce's rows per workgroup (invocations past them idle),
 // and the most segments it merges: up to this many, each invocation reads
