@@ -390,6 +390,38 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
 // multiprocessor still take it, in the fewest segments that do (at most 4,
 // of at least 256 keys), unless the decodes the split takes along are 4 or
 // more work items per multiprocessor.
+// A prefix-prefill plan over a cache of q's dtype (join_prefix_prefill_items):
+// the prefill kernel's items become whole (one workgroup per q tile and kv
+// head instead of one per segment), the decode kernel's keep the segments;
+// joining again, or a plan without the prefill kernel, changes nothing.
+TEST(PagedAttentionPlanRouting, PrefixPrefillJoinsOnlyThePrefillKernelsItems) {
+  using namespace detail;
+  const ScheduleDevice dev = h200_coopmat2();
+  Batch b({{512, 4608}, {512, 4608}, {512, 4608}, {512, 4608}}, 3, 900);   // 4 chunks of 512 over 4096, 3 decodes
+  b.p.split = SplitKv::on;
+  b.p.num_segments = 2;
+  b.p.workspace_bytes = UINT64_MAX;   // as PrefixPrefillPlan asks, unless the engine says otherwise
+  const Schedule two = schedule_paged_attention(dev, b.p);
+  ASSERT_TRUE(two.prefill.on);
+  ASSERT_EQ(two.num_segments, 2u);
+  // Each chunk's 512 tokens x GQA 4 are 16 tiles of 128 rows, for each of 8
+  // kv heads, in 2 segments (the grid has room for a tile more per sequence).
+  EXPECT_GE(two.prefill.num_workgroups, 4u * 16u * 8u * 2u);
+  Schedule joined = two;
+  join_prefix_prefill_items(joined);
+  EXPECT_TRUE(joined.prefill.joined);
+  EXPECT_EQ(2 * joined.prefill.num_workgroups, two.prefill.num_workgroups);
+  EXPECT_EQ(joined.num_workgroups, two.num_workgroups);   // the decode kernel's
+  EXPECT_EQ(joined.workspace_bytes, two.workspace_bytes);
+  join_prefix_prefill_items(joined);
+  EXPECT_EQ(2 * joined.prefill.num_workgroups, two.prefill.num_workgroups);
+  Schedule none = two;
+  none.prefill = PrefillSchedule{};
+  join_prefix_prefill_items(none);
+  EXPECT_FALSE(none.prefill.joined);
+  EXPECT_EQ(none.prefill.num_workgroups, 0u);
+}
+
 TEST(PagedAttentionPlanRouting, ChunksTooFewToFillTheGpuTakeThePrefillKernelInSegments) {
   using namespace detail;
   ScheduleDevice dev = h200_coopmat2();
