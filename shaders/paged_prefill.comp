@@ -34,8 +34,8 @@
 // terms there.
 //
 // The K/V tile's values come through kv_source.glsl: the paged cache, or for
-// prefix prefill's segment 1 the new tokens' K/V views, or block-sparse
-// attention's K/V tensors.
+// prefix prefill's segment 1 (and its joined items' keys from the context's
+// end on) the new tokens' K/V views, or block-sparse attention's K/V tensors.
 // Non-finite V values: attention_nonfinite.glsl.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require

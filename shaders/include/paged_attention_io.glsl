@@ -224,7 +224,8 @@ uint pa_checked_block(int b, uint seq, int k_pos) {
 // ---- Prefix prefill's contiguous suffix (PA_KV_SUFFIX) ----------------------
 // Segment 1 of a prefix-prefill plan (and a joined item from the context's
 // end on) reads the new tokens' K and V from their views (q's dtype), not
-// from the cache: key k >= ctx is new token token0 + k - ctx. The cache's keys keep their fp8 scales; these have none.
+// from the cache: key k >= ctx is new token token0 + k - ctx. The cache's
+// keys keep their fp8 scales; these have none.
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewK16 { uint16_t new_k16[]; };
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewKVec { uvec4 new_k_vec[]; };
 layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewV16 { uint16_t new_v16[]; };

@@ -59,7 +59,8 @@ VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype
 // are not split: one work item per q tile walks both parts, each tile from
 // its own source (the one that holds ctx from both, key by key), and writes
 // the output itself; its grid counts items, not items x segments, and the
-// reduce leaves its sequences (rows >= route_rows) alone. It has no qq_bias, so the new K/V strides take those push words:
+// reduce leaves its sequences (rows >= route_rows) alone. Prefix prefill has
+// no qq_bias, so the new K/V strides take those push words:
 // token strides in elements, head strides 16 bits each (k | v << 16).
 #define PA_PUSH_NEW_K_TOKEN_STRIDE qq_bias_stride
 #define PA_PUSH_NEW_V_TOKEN_STRIDE qq_bias_rows
