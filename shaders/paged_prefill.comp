@@ -33,6 +33,12 @@
 // its rows see whole run without masks when the op has no per-element logit
 // terms there.
 //
+// Above head size 128 (PP_HEAD_PARTS), Q and O for 16 rows would not fit the
+// registers beside S: a pair of subgroups shares each 16 rows, each holding
+// Q and O for half the head. Each multiplies its half of Q by its half of K,
+// the pair adds its two partial S through shared memory (one more barrier per
+// tile), and both run the same softmax on the sums, each for its half of O.
+//
 // The K/V tile's values come through kv_source.glsl: the paged cache, or for
 // prefix prefill's segment 1 (and its joined items' keys from the context's
 // end on) the new tokens' K/V views, or block-sparse attention's K/V tensors.
@@ -74,9 +80,10 @@ layout(local_size_x_id = 6) in;
 const bool SHARED_SOFTMAX = VKATTN_PATH != 2;   // the KHR path
 const uint SM = SHARED_SOFTMAX ? 1u : 0u;
 const uint D = PA_HEAD_SIZE;
-const uint DT = PA_HEAD_SIZE / 16u;   // 16-wide slices of the head
+const uint PARTS = PP_HEAD_PARTS(PA_HEAD_SIZE);   // subgroups sharing each 16 rows
+const uint DT = PA_HEAD_SIZE / 16u / PARTS;       // 16-wide slices of the head a subgroup holds
 const uint WG = PA_WORKGROUP_SIZE;
-const uint NW = PA_WORKGROUP_SIZE / 32u;   // subgroups of 32, 16 rows each
+const uint NW = PA_WORKGROUP_SIZE / 32u;   // subgroups of 32, 16 rows each (or PARTS per 16 rows)
 const uint BC = PA_BN;                // keys per tile
 const uint CT = PA_BN / 16u;          // 16-key slices of a tile
 const uint ROW = PP_ROW_VEC4(PA_HEAD_SIZE);
@@ -89,8 +96,8 @@ const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKG
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
-// Per subgroup: S [row][key] (KHR path).
-shared float s_tile[PP_S_FLOATS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
+// Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1).
+shared float s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
 shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per subgroup: P [row][key] (KHR path)
 shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
@@ -114,6 +121,7 @@ shared uint wg_flags[4];   // [0]: some V value was staged as 0 (attention_nonfi
 
 PaItem g_it;        // the work item (read by the per-element functions)
 uint g_row0;        // the subgroup's first local row
+uint g_slice0;      // the first 16-wide head slice it holds (PARTS > 1)
 float g_scale;      // scale * k_scale
 
 void subgroup_sync() {
@@ -257,7 +265,8 @@ void main() {
   const uint tid = gl_LocalInvocationIndex, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   g_it = pa_load_item(item);
   if (!g_it.valid) return;   // the same for the whole workgroup
-  g_row0 = 16u * warp;
+  g_row0 = 16u * (warp / PARTS);
+  g_slice0 = (warp % PARTS) * DT;
   g_scale = pa_score_scale(g_it);
   const int num_tiles = pa_tile_count(g_it);
   const PaTiles tiles = pa_tiles_setup(g_it);
@@ -266,20 +275,25 @@ void main() {
 
   if (tid == 0u) wg_flags[0] = 0u;
   pa_load_chunk_bases();
-  // Q: staged in the K/V tiles' space (the host keeps 2 * BC >= PA_BM), then
-  // held as A slices.
-  for (uint i = tid; i < PA_BM * D / 8u; i += WG) {
-    const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
-    uvec4 h;
-    [[unroll]] for (uint e = 0; e < 4u; ++e)
-      h[e] = pa_q_bits(g_it, r, d + 2u * e) | (pa_q_bits(g_it, r, d + 2u * e + 1u) << 16);
-    kv_stage[r * ROW + d / 8u] = h;
-  }
-  barrier();
+  // Q: staged in the K/V tiles' space, as many rows at a time as it holds
+  // (2 * BC; the host keeps that a multiple of 16), then held as A slices.
   MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
-#define LOAD_Q(j) coopMatLoad(q##j, kv_stage, g_row0 * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor);
-  EACH_SLICE(LOAD_Q)
-  barrier();   // the space is the K/V tiles' from here
+  const uint QR = min(PA_BM, 2u * BC);
+  for (uint r0 = 0u; r0 < PA_BM; r0 += QR) {
+    for (uint i = tid; i < QR * D / 8u; i += WG) {
+      const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
+      uvec4 h;
+      [[unroll]] for (uint e = 0; e < 4u; ++e)
+        h[e] = pa_q_bits(g_it, r0 + r, d + 2u * e) | (pa_q_bits(g_it, r0 + r, d + 2u * e + 1u) << 16);
+      kv_stage[r * ROW + d / 8u] = h;
+    }
+    barrier();
+    if (g_row0 >= r0 && g_row0 < r0 + QR) {
+#define LOAD_Q(j) coopMatLoad(q##j, kv_stage, (g_row0 - r0) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutRowMajor);
+      EACH_SLICE(LOAD_Q)
+    }
+    barrier();   // the space is the K/V tiles' from here
+  }
 
   MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
@@ -336,7 +350,7 @@ void main() {
 #define S_MUL_AT(c, j)                                                                               \
       {                                                                                              \
         MatB kb;                                                                                     \
-        coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+        coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutColumnMajor); \
         s##c = coopMatMulAdd(q##j, kb, s##c);                                                        \
       }
 #define S_FOR(j) \
@@ -344,7 +358,25 @@ void main() {
       EACH_SLICE(S_FOR)
     }
 
+    // A pair's partial S: each stores its own, and adds its partner's.
+    const uint s_at = warp * 16u * BC, partner_at = (warp ^ 1u) * 16u * BC;
 #if VKATTN_PATH == 2
+    if (PARTS > 1u) {
+      if (!skip) {
+#define STORE_PART(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+        EACH_KEY_SLICE(STORE_PART)
+      }
+      barrier();
+      if (!skip) {
+#define ADD_PARTNER(c)                                                                              \
+        {                                                                                           \
+          MatS part;                                                                                \
+          coopMatLoad(part, s_tile, partner_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);  \
+          s##c = s##c + part;                                                                       \
+        }
+        EACH_KEY_SLICE(ADD_PARTNER)
+      }
+    }
     // Logits, the row max over the tile, the new running max, alpha and P,
     // all in registers.
     MatQ p0, p1, p2, p3;
@@ -375,16 +407,19 @@ void main() {
     }
 #else
     // Logits through shared memory: lane pairs own a row, half its keys each.
-    const uint s_at = warp * 16u * BC;
     if (!skip) {
 #define STORE_S(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
       EACH_KEY_SLICE(STORE_S)
-      subgroup_sync();
+    }
+    if (PARTS > 1u) barrier();
+    else subgroup_sync();
+    if (!skip) {
       float x[32];
       float tile_max = VKA_NEG_INF;
       [[unroll]] for (uint i = 0; i < 32u; ++i) {
         if (i >= BC / 2u) break;
-        const float s = s_tile[s_at + my_row * BC + my_c0 + i];
+        const uint at = my_row * BC + my_c0 + i;
+        const float s = PARTS > 1u ? s_tile[s_at + at] + s_tile[partner_at + at] : s_tile[s_at + at];
         x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);
         tile_max = max(tile_max, x[i]);
       }
@@ -415,7 +450,7 @@ void main() {
 #define PV_MUL_AT(c, j)                                                                              \
       {                                                                                              \
         MatB vb;                                                                                     \
-        coopMatLoad(vb, kv_stage, V_AT + (16u * c) * ROW + 2u * j, ROW, gl_CooperativeMatrixLayoutRowMajor); \
+        coopMatLoad(vb, kv_stage, V_AT + (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutRowMajor); \
         o##j = coopMatMulAdd(p##c, vb, o##j);                                                        \
       }
 #define PV_FOR(j) \
@@ -459,7 +494,7 @@ void main() {
   coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
   subgroup_sync();                                                                                 \
   for (uint e = lane; e < 256u; e += 32u) {                                                        \
-    const uint r = e / 16u, d = 16u * j + e % 16u;                                                 \
+    const uint r = e / 16u, d = 16u * (g_slice0 + j) + e % 16u;                                    \
     float o = uintBitsToFloat(kv_stage[o_at + e / 4u][e % 4u]) * v_scale;                          \
     if (fix) o += pa_item_nonfinite_term(g_it, g_row0 + r, d);                                     \
     pa_write_result(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r]);        \

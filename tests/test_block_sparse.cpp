@@ -152,6 +152,17 @@ std::vector<Combo> combos() {
     c.q_block = c.kv_block = 64;
     add("gpu_causal_d80_s1000", c, true);
   }
+  {
+    // Head size 256 on the prefill kernel: pairs of subgroups, each with half
+    // of Q and O, adding their partial S.
+    auto c = make("causal,window:300,document:3", 10, 2, 256, 700, 900, 19);
+    c.q_block = c.kv_block = 64;
+    c.score = "alibi";
+    c.dtype = DType::bf16;
+    c.out_dtype = DType::f32;
+    c.lse = c.row_max = true;
+    add("gpu_window_document_alibi_gqa5_bf16_d256_lq700_lkv900", c, true);
+  }
   return v;
 }
 
@@ -260,8 +271,9 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   EXPECT_EQ(ctx().pipelines_created(), prepared);
 }
 
-// The path a variant runs on: the context's where the prefill kernel takes it,
-// scalar for Dqk != Dv and head sizes above 128 (what `vkattn run` reports).
+// The path a variant runs on: the context's where the prefill kernel takes it
+// (head size 256 included: pairs of subgroups), scalar for Dqk != Dv (what
+// `vkattn run` reports).
 TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
   BlockSparseVariant v;
   v.num_q_heads = v.num_kv_heads = H;
@@ -269,12 +281,12 @@ TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
   v.v_head_size = 64;
   EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
   v.v_head_size = 0;
-  v.head_size = 256;
-  EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
-  v.head_size = 128;
-  const Path p = block_sparse_attention_path(ctx(), v);
-  if (ctx().capabilities().subgroup_size == 32) EXPECT_EQ(p, ctx().path_for("block_sparse"));
-  else EXPECT_EQ(p, Path::scalar);
+  for (uint32_t d : {128u, 256u}) {
+    v.head_size = d;
+    const Path p = block_sparse_attention_path(ctx(), v);
+    if (ctx().capabilities().subgroup_size == 32) EXPECT_EQ(p, ctx().path_for("block_sparse")) << "head size " << d;
+    else EXPECT_EQ(p, Path::scalar) << "head size " << d;
+  }
   v.head_size = 40;
   EXPECT_VKATTN_ERROR(block_sparse_attention_path(ctx(), v), "head size 40");
 }

@@ -253,8 +253,9 @@ std::vector<Combo> combos() {
     auto c = make(many, 8, 8, 128, 16, DType::f16, KvLayout::nhd, 310);
     add("gpu_decode_h8x8_d128_f16_nhd_bs16_6seqs_autosplit", c, true);
   }
-  // The prefill kernel (paged_prefill.comp): head sizes 64, 80, 128 (256: see below);
-  // block sizes 16, 48, 128; GQA 1, 4, 5; every option.
+  // The prefill kernel (paged_prefill.comp): head sizes 64, 80, 128, 256 (pairs
+  // of subgroups sharing each 16 rows, PP_HEAD_PARTS); block sizes 16, 48, 128;
+  // GQA 1, 4, 5; every option.
   {
     auto c = make_prefill(32, 8, 128, 16, DType::f16, KvLayout::nhd, 401);
     c.with_lse = true;
@@ -278,13 +279,34 @@ std::vector<Combo> combos() {
     add("gpu_prefill_h10x2_d80_e4m3_nhd_bs128_alibi_softcap_lse", c, true);
   }
   {
-    // Head size 256 has no prefill tile in 48 KiB: the plan keeps the decode kernel.
+    // Head size 256: each subgroup holds half of Q and O, the pair adds its
+    // partial S through shared memory.
     auto c = make_prefill(16, 4, 256, 16, DType::f16, KvLayout::split, 404);
     c.qq_bias = true;
     c.sinks = true;
     c.sliding_window = 64;
     c.out_dtype = DType::f32;
     add("gpu_prefill_h16x4_d256_f16_split_bs16_qqbias_sinks_window64", c, true);
+  }
+  {
+    auto c = make_prefill(10, 2, 256, 48, DType::fp8_e4m3, KvLayout::nhd, 407);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    c.alibi = true;
+    c.softcap = 25;
+    c.with_lse = true;
+    c.k_scale = 0.03f;
+    c.v_scale = 0.02f;
+    add("gpu_prefill_h10x2_d256_e4m3_nhd_bs48_qbf16_alibi_softcap_lse", c, true);
+  }
+  {
+    auto c = make_prefill(8, 8, 256, 128, DType::bf16, KvLayout::hnd, 408);
+    c.q_dtype = DType::bf16;
+    c.split = SplitKv::on;
+    c.num_segments = 3;
+    c.sliding_window = 200;
+    c.with_lse = true;
+    add("gpu_prefill_h8x8_d256_bf16_hnd_bs128_split3_window200_lse", c, true);
   }
   {
     auto c = make_prefill(8, 2, 128, 48, DType::fp8_e5m2, KvLayout::hnd, 405);

@@ -359,10 +359,10 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
   p.max_query_len = 300;
   dev.prefill_kernel = false;
   EXPECT_FALSE(schedule_paged_attention(dev, p).prefill.on);
-  // Tiles by head size; a plan routes only where a tile fits:
-  // head size 256 has none (its O and Q would not fit the registers) and
-  // stays on the decode kernel. The KHR path (S and P in shared memory) takes
-  // 4 subgroups.
+  // Tiles by head size; a plan routes only where a tile fits. Head size 256
+  // takes pairs of subgroups sharing each 16 rows (PP_HEAD_PARTS: its O and Q
+  // for 16 rows would not fit one subgroup's registers), 4 subgroups; the KHR
+  // path (S and P in shared memory) takes 4 subgroups; above 256 none fits.
   dev.prefill_kernel = true;
   EXPECT_EQ(prefill_tile(dev, 64).bn, 64u);
   EXPECT_EQ(prefill_tile(dev, 80).bn, 64u);
@@ -370,18 +370,17 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     dev.prefill_shared_softmax = khr;
     for (uint32_t d : {64u, 80u, 128u, 256u}) {
       const Tile t = prefill_tile(dev, d);
-      EXPECT_EQ(t.bm != 0, d != 256) << "head size " << d;
+      ASSERT_NE(t.bm, 0u) << "head size " << d;
       p.head_size = d;
-      EXPECT_EQ(schedule_paged_attention(dev, p).prefill.on, t.bm != 0) << "head size " << d;
-      if (!t.bm) continue;
+      EXPECT_TRUE(schedule_paged_attention(dev, p).prefill.on) << "head size " << d;
       const uint32_t nw = t.workgroup / 32;
-      EXPECT_EQ(t.bm, 16 * nw);
-      EXPECT_EQ(nw, khr ? 4u : 8u) << "head size " << d;
+      EXPECT_EQ(t.bm, 16 * nw / PP_HEAD_PARTS(d));
+      EXPECT_EQ(nw, khr || d > 128 ? 4u : 8u) << "head size " << d;
       EXPECT_LE(PP_SHARED_BYTES(d, nw, t.bn, khr ? 1u : 0u), dev.max_shared_memory) << "head size " << d;
       EXPECT_GE(2 * t.bn * PP_ROW_VEC4(d), 64 * nw) << "head size " << d;   // the results' staging
-      EXPECT_GE(2 * t.bn, t.bm) << "head size " << d;                        // Q's staging
       EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;       // <= 8 loads of 16 bytes per invocation
     }
+    EXPECT_EQ(prefill_tile(dev, 272).bm, 0u);
   }
 }
 

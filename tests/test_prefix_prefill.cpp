@@ -130,6 +130,14 @@ std::vector<Combo> combos() {
     c.alibi = false;
     c.seed = 10;
     add("gpu_prefill_kernel_e5m2_two_segments_unaligned_kv", c, true);
+    // Head size 256 (pairs of subgroups, 16-key tiles), joined items.
+    c = make(seqs, 16, 4, 256, 16, DType::f16, KvLayout::hnd, 11);
+    c.prefill = PrefillKernel::on;
+    c.kv_token_padding = 3;
+    c.sliding_window = 500;
+    c.write_cache = true;
+    c.with_lse = true;
+    add("gpu_prefill_kernel_joined_d256_hnd_unaligned_kv_window_fused_write_lse", c, true);
   }
   return v;
 }

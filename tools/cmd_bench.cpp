@@ -101,7 +101,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   int64_t *layers = nullptr, *context = nullptr, *chunk = nullptr, *steps = nullptr;
   const bool decode = suite->name == "decode" || suite->name == "prefill";
   std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr, *prefill_kernel = nullptr;
-  int64_t *block_size = nullptr, *segments = nullptr;
+  int64_t *block_size = nullptr, *segments = nullptr, *head_size = nullptr;
   if (decode) {
     dtype = &f.add_choice("dtype", "f16", {"f16", "bf16"}, "q and out dtype");
     cache_dtype = &f.add_choice("cache-dtype", "same", {"same", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"},
@@ -112,6 +112,8 @@ int cmd_bench(const std::vector<std::string>& args) {
                                    "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
     segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; 1: unsplit; for schedule experiments)", 0, 256);
   }
+  if (suite->name == "prefill")
+    head_size = &f.add_int("head-size", 0, "run every case at this head size (a multiple of 16; 0: each case's own)", 0, 256);
   std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
   if (suite->name == "decode") {
     auto sweep = [](const auto& values) { return std::vector<int64_t>(std::begin(values), std::end(values)); };
@@ -189,6 +191,10 @@ int cmd_bench(const std::vector<std::string>& args) {
     d.layout = parse_layout(*layout);
     d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
     d.segments = static_cast<uint32_t>(*segments);
+    if (head_size) {
+      if (*head_size % 16) throw cli::UsageError("--head-size " + std::to_string(*head_size) + ": expected a multiple of 16 (16 to 256), or 0");
+      d.head_size = static_cast<uint32_t>(*head_size);
+    }
     auto grid = [&](const char* name, const std::vector<int64_t>* v, std::vector<uint32_t>& to) {
       if (v && f.was_set(name)) for (int64_t x : *v) to.push_back(static_cast<uint32_t>(x));
     };

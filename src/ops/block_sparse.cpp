@@ -55,9 +55,9 @@ struct Launch {
 };
 
 // The prefill kernel where the device and the variant allow it (a matrix
-// path with subgroups of 32, head size <= 128, bf16 matrices for bf16),
-// else the scalar kernel; the largest tile whose rows and keys divide the
-// mask's blocks.
+// path with subgroups of 32, one head size for q.k and V, bf16 matrices for
+// bf16), else the scalar kernel; paged attention's tile (detail::prefill_tile)
+// where its rows and keys divide the mask's blocks, else the largest that does.
 Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const RegisteredVariant* custom) {
   const auto& caps = ctx.capabilities();
   Launch l;
@@ -65,24 +65,27 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
   const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
   // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
-  if (caps.subgroup_size != 32 || v.head_size > 128 || dv != v.head_size) l.path = Path::scalar;
+  if (caps.subgroup_size != 32 || dv != v.head_size) l.path = Path::scalar;
   ScheduleDevice dev;
   dev.path = l.path;
   dev.subgroup_size = caps.subgroup_size;
   dev.max_shared_memory = caps.max_shared_memory;
   dev.prefill_shared_softmax = l.path != Path::coopmat2;
   if (l.path != Path::scalar) {
-    for (uint32_t nw : {8u, 4u, 2u, 1u}) {
-      if (v.q_block_size % (16 * nw)) continue;
-      for (uint32_t bn : {64u, 32u, 16u}) {
-        if (v.kv_block_size % bn || !prefill_tile_fits(dev, v.head_size, nw, bn)) continue;
-        // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
-        if (l.path == Path::coopmat && nw > 4) continue;
-        l.bm = 16 * nw;
-        l.bn = bn;
-        l.workgroup = 32 * nw;
-        return l;
-      }
+    const uint32_t parts = PP_HEAD_PARTS(v.head_size);   // subgroups per 16 rows
+    std::vector<std::pair<uint32_t, uint32_t>> tiles;    // (subgroups, keys)
+    if (const Tile best = prefill_tile(dev, v.head_size); best.bm) tiles.push_back({best.workgroup / 32, best.bn});
+    for (uint32_t nw : {8u, 4u, 2u, 1u})
+      for (uint32_t bn : {64u, 32u, 16u}) tiles.push_back({nw, bn});
+    for (auto [nw, bn] : tiles) {
+      const uint32_t bm = 16 * nw / parts;
+      if (nw % parts || v.q_block_size % bm || v.kv_block_size % bn || !prefill_tile_fits(dev, v.head_size, nw, bn)) continue;
+      // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
+      if (l.path == Path::coopmat && nw > 4) continue;
+      l.bm = bm;
+      l.bn = bn;
+      l.workgroup = 32 * nw;
+      return l;
     }
     l.path = Path::scalar;   // no tile of the prefill kernel divides the blocks
   }

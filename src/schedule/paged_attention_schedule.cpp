@@ -153,24 +153,29 @@ std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups) {
 }
 
 bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn) {
-  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size);
-  return head_size <= 128 && bn % 16 == 0 && bn <= 64 && PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory &&
-         2 * bn >= 16 * nw && 2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
+  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size), parts = PP_HEAD_PARTS(head_size);
+  return head_size <= 256 && nw % parts == 0 && bn % 16 == 0 && bn <= 64 &&
+         PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
 }
 
 Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
-  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0;
+  const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, parts = PP_HEAD_PARTS(head_size);
   auto fits = [&](uint32_t nw, uint32_t bn) { return prefill_tile_fits(dev, head_size, nw, bn); };
-  // Registers per invocation: O head_size / 2, Q head_size / 8, the next
-  // tile's loads bn * head_size / (4 * 32 * nw), S and P 3 * bn / 4. Up to
-  // head size 128 that is near the limit of 255; head size 256 stays on the
-  // decode kernel.
-  if (head_size > 128) return {0, 0, 0};
+  auto tile = [&](uint32_t nw, uint32_t bn) { return Tile{16 * nw / parts, bn, 32 * nw}; };
+  // Registers per invocation: O head_size / (2 parts), Q head_size / (4
+  // parts), the next tile's loads bn * head_size / (4 * 32 * nw), S and P 3 *
+  // bn / 4. Up to head size 128 that is near the limit of 255 with one
+  // subgroup per 16 rows; above it, a pair of subgroups (PP_HEAD_PARTS).
+  if (head_size > 256) return {0, 0, 0};
+  // Head size 256: 32 rows in 4 subgroups (2 pairs), tiles of 16 keys, on
+  // either matrix path. Measured on coopmat2 against 64 rows in 8 subgroups
+  // and tiles of 32 keys (DEVELOPERS.md, "Head size 256").
+  if (parts > 1) return fits(4, 16) ? tile(4, 16) : Tile{0, 0, 0};
   // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of 64 keys.
-  if (!sm && fits(8, 64)) return {128, 64, 256};
+  if (!sm && fits(8, 64)) return tile(8, 64);
   // 4 subgroups, S and P through shared memory.
   uint32_t bn = head_size <= 64 ? 64 : 32;
-  return fits(4, bn) ? Tile{64, bn, 128} : Tile{0, 0, 0};
+  return fits(4, bn) ? tile(4, bn) : Tile{0, 0, 0};
 }
 
 namespace {

@@ -18,7 +18,11 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
   };
   const std::string variant = o.name_suffix();
   const uint32_t n = quick ? 16 : 1;   // sizes divide by this on a CPU device
+  // With --head-size every case runs at that size, and the cases that are
+  // there for other head sizes are left out.
   auto add = [&](const std::string& name, uint32_t head_size, const SeqList& seqs, const SeqList& proxy, bool prefix = false) {
+    if (o.head_size && head_size != 128) return;
+    if (o.head_size) head_size = o.head_size;
     uint32_t ctx_max = 0, q_total = 0;
     for (auto [q, s] : seqs) {
       ctx_max = std::max(ctx_max, s - q);

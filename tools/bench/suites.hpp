@@ -39,6 +39,7 @@ struct DecodeOptions {
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t segments = 0;   // 0: the plan's split; 1: SplitKv::off; N: SplitKv::on with N segments (schedule experiments)
+  uint32_t head_size = 0;  // `bench prefill`: every case at this head size (0: each case's own)
   // `bench decode`'s grid (empty: the sweep below, or --quick's small one).
   static constexpr uint32_t kSweepBatches[] = {1, 16, 64, 256};
   static constexpr uint32_t kSweepContexts[] = {512, 4096, 32768};

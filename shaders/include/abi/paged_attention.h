@@ -128,17 +128,23 @@ VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype
   X(uint32_t, route_rows)   /* sequences of at least this many packed rows are the prefill kernel's, the others the decode kernel's (0: all the decode kernel's) */
 
 // paged_prefill.comp (matrix paths, rows of many tokens) takes the same spec
-// constants: PA_BM = 16 rows per subgroup of 32 invocations, PA_BN keys per
-// K/V tile. Its shared arrays, sized here for the shader and for the host's
-// tile choice (detail::prefill_tile). SM: 1 where S and P go through shared
-// memory (the KHR path); the coopmat2 path keeps them in registers. Q's rows
-// (before the key loop) and the results (after it) go through the K/V tiles'
-// space, which must hold them: 2 * BC >= 16 * NW and 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
+// constants: PA_BM = 16 rows per subgroup of 32 invocations (per pair of
+// subgroups above head size 128: PP_HEAD_PARTS), PA_BN keys per K/V tile.
+// Its shared arrays, sized here for the shader and for the host's tile choice
+// (detail::prefill_tile). SM: 1 where S and P go through shared memory (the
+// KHR path); the coopmat2 path keeps them in registers, but for the pairs'
+// partial S. Q's rows (before the key loop, 2 * BC rows at a time) and the
+// results (after it) go through the K/V tiles' space, which must hold the
+// latter: 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
 #define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
-#define PP_S_FLOATS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) */
+// Subgroups that share each 16 rows, each holding Q and O for 1 / parts of
+// the head: above head size 128, 16 rows' Q and O (head_size / 4 + head_size
+// / 2 registers per invocation) would not fit beside S and the next tile's loads.
+#define PP_HEAD_PARTS(D) ((D) > 128u ? 2u : 1u)
+#define PP_S_FLOATS(D, NW, BC, SM) ((SM) + PP_HEAD_PARTS(D) > 1u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) or its partial S (pairs); + not ||: glslang 16 emits an undefined id for || of spec constants */
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
-  (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(NW, BC, SM) + \
+  (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
    16u /* flags */ +                                                                                          \
    1024u /* paged_attention_io.glsl's chunk bases */)
