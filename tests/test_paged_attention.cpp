@@ -309,6 +309,17 @@ std::vector<Combo> combos() {
     add("gpu_prefill_h8x8_d256_bf16_hnd_bs128_split3_window200_lse", c, true);
   }
   {
+    // Pairs with 5 head slices each (head size 160); head size 240 (15
+    // slices, which pairs cannot split evenly) keeps the decode kernel.
+    auto c = make_prefill(10, 2, 160, 16, DType::f16, KvLayout::nhd, 409);
+    c.sinks = true;
+    c.with_lse = true;
+    add("gpu_prefill_h10x2_d160_f16_nhd_bs16_sinks_lse", c, true);
+    c = make_prefill(4, 2, 240, 32, DType::f16, KvLayout::nhd, 410);
+    c.softcap = 20;
+    add("gpu_prefill_h4x2_d240_f16_nhd_bs32_softcap", c, true);
+  }
+  {
     auto c = make_prefill(8, 2, 128, 48, DType::fp8_e5m2, KvLayout::hnd, 405);
     c.split = SplitKv::on;
     c.num_segments = 5;

@@ -381,6 +381,12 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
       EXPECT_LE(t.bn * d / 8, 8u * t.workgroup) << "head size " << d;       // <= 8 loads of 16 bytes per invocation
     }
     EXPECT_EQ(prefill_tile(dev, 272).bm, 0u);
+    // Pairs split the head's 16-wide slices evenly: 160 and 224 (10 and 14
+    // slices) have a tile, 144 and 240 (9 and 15) none.
+    EXPECT_NE(prefill_tile(dev, 160).bm, 0u);
+    EXPECT_NE(prefill_tile(dev, 224).bm, 0u);
+    EXPECT_EQ(prefill_tile(dev, 144).bm, 0u);
+    EXPECT_EQ(prefill_tile(dev, 240).bm, 0u);
   }
 }
 

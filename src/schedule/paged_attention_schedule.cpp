@@ -154,7 +154,8 @@ std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups) {
 
 bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn) {
   const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size), parts = PP_HEAD_PARTS(head_size);
-  return head_size <= 256 && nw % parts == 0 && bn % 16 == 0 && bn <= 64 &&
+  // A pair splits the head's 16-wide slices evenly: 144, 176, 208 and 240 keep the decode kernel.
+  return head_size <= 256 && head_size % (16 * parts) == 0 && nw % parts == 0 && bn % 16 == 0 && bn <= 64 &&
          PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
 }
 
