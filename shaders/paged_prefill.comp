@@ -276,7 +276,8 @@ void main() {
   if (tid == 0u) wg_flags[0] = 0u;
   pa_load_chunk_bases();
   // Q: staged in the K/V tiles' space, as many rows at a time as it holds
-  // (2 * BC; the host keeps that a multiple of 16), then held as A slices.
+  // (2 * BC: whole subgroups' 16 rows, as BC is a multiple of 16), then
+  // held as A slices.
   MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
   const uint QR = min(PA_BM, 2u * BC);
   for (uint r0 = 0u; r0 < PA_BM; r0 += QR) {

@@ -168,9 +168,10 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
   // bn / 4. Up to head size 128 that is near the limit of 255 with one
   // subgroup per 16 rows; above it, a pair of subgroups (PP_HEAD_PARTS).
   if (head_size > 256) return {0, 0, 0};
-  // Head size 256: 32 rows in 4 subgroups (2 pairs), tiles of 16 keys, on
-  // either matrix path. Measured on coopmat2 against 64 rows in 8 subgroups
-  // and tiles of 32 keys (DEVELOPERS.md, "Head size 256").
+  // Pairs (head sizes 160 to 256): 32 rows in 4 subgroups, tiles of 16 keys,
+  // on either matrix path. Measured at head size 256 on coopmat2 against 64
+  // rows in 8 subgroups, 16 rows in 2 and tiles of 32 keys (DEVELOPERS.md,
+  // "Head size 256").
   if (parts > 1) return fits(4, 16) ? tile(4, 16) : Tile{0, 0, 0};
   // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of 64 keys.
   if (!sm && fits(8, 64)) return tile(8, 64);

@@ -86,14 +86,17 @@ struct Tile {
 };
 Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_rows);
 
-// The prefill kernel's tile, up to head size 128: on coopmat2 128 rows in 8
+// The prefill kernel's tile. Up to head size 128: on coopmat2 128 rows in 8
 // subgroups and K/V tiles of 64 keys; else, or where that does not fit, 64
-// rows in 4 subgroups and 64 or 32 keys by head size. {0, 0, 0} where no tile
-// fits (its shared memory, PP_SHARED_BYTES, or head size 256's registers).
+// rows in 4 subgroups and 64 or 32 keys by head size. Above it (pairs of
+// subgroups per 16 rows, PP_HEAD_PARTS): 32 rows in 4 subgroups, 16 keys.
+// {0, 0, 0} where no tile fits (its shared memory, PP_SHARED_BYTES; head
+// sizes above 256, or above 128 of an odd number of 16-wide slices).
 Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
-// Whether the prefill kernel can run nw subgroups (16 rows each) with K/V
-// tiles of bn keys for this head size: its shared memory (PP_SHARED_BYTES),
-// the layout rules abi/paged_attention.h states, and its registers.
+// Whether the prefill kernel can run nw subgroups (16 rows each, or each pair
+// 16 rows above head size 128) with K/V tiles of bn keys for this head size:
+// its shared memory (PP_SHARED_BYTES), the layout rules abi/paged_attention.h
+// states, and its registers.
 bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_t nw, uint32_t bn);
 
 // Bytes of split-KV partial results.
