@@ -22,7 +22,8 @@
 //
 // Kernels: the paged-attention kernels' core with a block-list tile walk
 // (shaders/include/block_sparse_io.glsl): the prefill kernel on the matrix
-// paths (head sizes up to 128, subgroups of 32), the scalar kernel elsewhere
+// paths (subgroups of 32; head sizes up to 256 but 144, 176, 208 and 240),
+// the scalar kernel elsewhere
 // and for V head sizes that differ from q.k's (Dqk != Dv, e.g. 192 and 128).
 //
 // Lifetimes and threads: nothing here owns device objects; the views are
@@ -126,8 +127,9 @@ struct BlockSparseVariant {
 };
 
 // The path a variant runs on (the context's, or scalar where the prefill
-// kernel cannot take it: Dqk != Dv, head size > 128, subgroups not of 32, no
-// bf16 matrices for bf16, or block sizes no tile of it divides).
+// kernel cannot take it: Dqk != Dv, head sizes 144, 176, 208 and 240,
+// subgroups not of 32, no bf16 matrices for bf16, or block sizes no tile of
+// it divides).
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& variant);
 
 // Creates the pipelines these variants need (before the first step).

@@ -71,15 +71,17 @@ enum class SplitKv {
 };
 
 // Whether sequences of many query rows run on the prefill kernel
-// (paged_prefill.comp: tiles of 128 rows on coopmat2, 64 on KHR coopmat,
-// sharing each K/V tile; matrix paths with subgroups of 32, head sizes up to
-// 128) rather than on the decode kernel's 16-row tiles. Both give the same
+// (paged_prefill.comp: tiles of 128 rows on coopmat2, 64 on KHR coopmat, 32
+// above head size 128, sharing each K/V tile; matrix paths with subgroups of
+// 32, head sizes up to 256 but 144, 176, 208 and 240) rather than on the
+// decode kernel's 16-row tiles. Both give the same
 // results within the stated tolerances. The plan decides per batch, and a
 // mixed batch is still one call.
 enum class PrefillKernel {
-  // coopmat2: sequences of at least 128 rows (query tokens x GQA heads),
-  // where they give the prefill kernel a workgroup per multiprocessor or
-  // more. KHR coopmat: the decode kernel.
+  // coopmat2: sequences of at least one prefill tile of rows (query tokens
+  // x GQA heads: 128, or 32 above head size 128), where they give the
+  // prefill kernel a workgroup per multiprocessor or more. KHR coopmat: the
+  // decode kernel.
   automatic,
   off,
   on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel
