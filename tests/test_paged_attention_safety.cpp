@@ -390,6 +390,29 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
   }
 }
 
+// Block-sparse attention's tile on the prefill kernel
+// (detail::block_sparse_prefill_tile): paged attention's where its rows and
+// keys divide the mask's blocks, else the largest that does.
+TEST(PagedAttentionPlanTile, BlockSparseTakesThePrefillTileWhereItDividesTheBlocks) {
+  using namespace detail;
+  ScheduleDevice dev = h200_coopmat2();
+  auto tile = [&](uint32_t d, uint32_t qb, uint32_t kb) {
+    const Tile t = block_sparse_prefill_tile(dev, d, qb, kb);
+    return std::vector<uint32_t>{t.bm, t.bn, t.workgroup};
+  };
+  using V = std::vector<uint32_t>;
+  EXPECT_EQ(tile(128, 128, 128), (V{128, 64, 256}));
+  EXPECT_EQ(tile(128, 64, 128), (V{64, 64, 128}));     // q blocks of 64: 4 subgroups
+  EXPECT_EQ(tile(128, 128, 32), (V{128, 32, 256}));    // kv blocks of 32: 32-key tiles
+  EXPECT_EQ(tile(256, 128, 128), (V{32, 16, 128}));    // pairs: prefill_tile's 4 subgroups, not 8
+  EXPECT_EQ(tile(256, 16, 128), (V{16, 16, 64}));      // q blocks of 16: one pair
+  EXPECT_EQ(tile(240, 128, 128), (V{0, 0, 0}));        // an odd number of head slices: none
+  dev.path = Path::coopmat;
+  dev.prefill_shared_softmax = true;
+  EXPECT_EQ(tile(128, 128, 128), (V{64, 32, 128}));    // KHR: 4 subgroups at most
+  EXPECT_EQ(tile(256, 128, 128), (V{32, 16, 128}));
+}
+
 // Routing by splitting (detail::schedule_paged_attention): with an automatic
 // split, chunks too few to give the prefill kernel a workgroup per
 // multiprocessor still take it, in the fewest segments that do (at most 4,

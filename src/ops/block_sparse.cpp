@@ -72,19 +72,11 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   dev.max_shared_memory = caps.max_shared_memory;
   dev.prefill_shared_softmax = l.path != Path::coopmat2;
   if (l.path != Path::scalar) {
-    const uint32_t parts = PP_HEAD_PARTS(v.head_size);   // subgroups per 16 rows
-    std::vector<std::pair<uint32_t, uint32_t>> tiles;    // (subgroups, keys)
-    if (const Tile best = prefill_tile(dev, v.head_size); best.bm) tiles.push_back({best.workgroup / 32, best.bn});
-    for (uint32_t nw : {8u, 4u, 2u, 1u})
-      for (uint32_t bn : {64u, 32u, 16u}) tiles.push_back({nw, bn});
-    for (auto [nw, bn] : tiles) {
-      const uint32_t bm = 16 * nw / parts;
-      if (nw % parts || v.q_block_size % bm || v.kv_block_size % bn || !prefill_tile_fits(dev, v.head_size, nw, bn)) continue;
-      // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
-      if (l.path == Path::coopmat && nw > 4) continue;
-      l.bm = bm;
-      l.bn = bn;
-      l.workgroup = 32 * nw;
+    const Tile t = block_sparse_prefill_tile(dev, v.head_size, v.q_block_size, v.kv_block_size);
+    if (t.bm) {
+      l.bm = t.bm;
+      l.bn = t.bn;
+      l.workgroup = t.workgroup;
       return l;
     }
     l.path = Path::scalar;   // no tile of the prefill kernel divides the blocks

@@ -180,6 +180,21 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
   return fits(4, bn) ? tile(4, bn) : Tile{0, 0, 0};
 }
 
+Tile block_sparse_prefill_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t q_block, uint32_t kv_block) {
+  const uint32_t parts = PP_HEAD_PARTS(head_size);   // subgroups per 16 rows
+  auto usable = [&](uint32_t nw, uint32_t bn) {
+    // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
+    return nw % parts == 0 && q_block % (16 * nw / parts) == 0 && kv_block % bn == 0 &&
+           !(dev.path == Path::coopmat && nw > 4) && prefill_tile_fits(dev, head_size, nw, bn);
+  };
+  const Tile best = prefill_tile(dev, head_size);
+  if (best.bm && usable(best.workgroup / 32, best.bn)) return best;
+  for (uint32_t nw : {8u, 4u, 2u, 1u})
+    for (uint32_t bn : {64u, 32u, 16u})
+      if (usable(nw, bn)) return Tile{16 * nw / parts, bn, 32 * nw};
+  return {0, 0, 0};
+}
+
 namespace {
 
 // Where a plan's sequences go: the packed rows from which they take the

@@ -98,6 +98,11 @@ Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
 // its shared memory (PP_SHARED_BYTES), the layout rules abi/paged_attention.h
 // states, and its registers.
 bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_t nw, uint32_t bn);
+// Block-sparse attention's tile on the prefill kernel, whose rows must divide
+// the mask's q blocks and whose keys its kv blocks: prefill_tile's where it
+// does, else the largest that does (subgroups first, then keys; at most 4
+// subgroups on the KHR path); {0, 0, 0} where none does.
+Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t q_block, uint32_t kv_block);
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
