@@ -275,6 +275,9 @@ void main() {
 
   if (tid == 0u) wg_flags[0] = 0u;
   pa_load_chunk_bases();
+#if VKA_OP_BLOCK_SPARSE
+  bs_stage_row_documents(g_it);   // (read after Q's staging barriers)
+#endif
   // Q: staged in the K/V tiles' space, as many rows at a time as it holds
   // (2 * BC: whole subgroups' 16 rows, as BC is a multiple of 16), then
   // held as A slices.
@@ -322,6 +325,9 @@ void main() {
   }
   barrier();
   if (num_tiles > 0) {
+#if VKA_OP_BLOCK_SPARSE
+    bs_stage_key_documents(g_it, pa_tile_key0(g_it, 0), 0u);
+#endif
     LOAD_TILE(pa_tile_key0(g_it, 0), 0u)
     STAGE_TILE(pa_tile_key0(g_it, 0), 0u)
   }
@@ -339,6 +345,9 @@ void main() {
     }
     if (more) {   // in flight during this tile's products
       LOAD_TILE(k1, uint(t + 1) % 2u)
+#if VKA_OP_BLOCK_SPARSE
+      bs_stage_key_documents(g_it, k1, uint(t + 1) % 2u);
+#endif
     }
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.

@@ -46,32 +46,49 @@ layout(set = 0, binding = BS_BINDING_BIAS, std430) readonly buffer BsBias { floa
 // per-element pass).
 const bool BS_HAS_SCORE_MOD = BS_SCORE_MODS != 0u || VKA_SCORE_MOD != 0;
 
+// Whether some mask mod compares document ids.
+const bool BS_DOCUMENTS = ((BS_MASK_ALL | BS_MASK_ANY) & BS_MASK_DOCUMENT) != 0u;
+
+// The document id of position pos (inside the keys).
+int bs_document_id(int pos) { return bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(pos)]; }
+
 // Whether the built-in mod `mod` (one bit) admits key kv_idx for the query
-// at position q_pos among the keys.
-bool bs_builtin_admits(uint mod, int q_pos, int kv_idx) {
+// at position q_pos among the keys; doc_q and doc_k are their document ids
+// (BS_DOCUMENTS; doc_q is not read where q_pos lies outside the keys).
+bool bs_builtin_admits(uint mod, int q_pos, int kv_idx, int doc_q, int doc_k) {
   if (mod == BS_MASK_CAUSAL) return kv_idx <= q_pos;
   if (mod == BS_MASK_WINDOW) return q_pos - kv_idx < pc.window;
   if (mod == BS_MASK_PREFIX) return kv_idx < pc.prefix_len;
   // BS_MASK_DOCUMENT: the host keeps q positions inside the document ids.
   const uint n = pc.kv_len;
   if (q_pos < 0 || uint(q_pos) >= n) return false;
-  return bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(q_pos)] ==
-         bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(kv_idx)];
+  return doc_q == doc_k;
 }
 
-// The mask of a partial block's pair (kv_idx < Lkv).
-bool bs_mask(uint b, uint h, int q_idx, int kv_idx) {
+// The mask of a partial block's pair (kv_idx < Lkv), given the pair's
+// document ids as bs_builtin_admits takes them. The prefill kernel reads
+// them from shared memory (block_sparse_io.glsl), the others from the ids.
+bool bs_mask_with_documents(uint b, uint h, int q_idx, int kv_idx, int doc_q, int doc_k) {
   const int q_pos = q_idx + pc.q_offset;
   bool all = BS_MASK_ALL != 0u, any = false;
   [[unroll]] for (uint bit = 1u; bit <= BS_MASK_DOCUMENT; bit <<= 1) {
-    if ((BS_MASK_ALL & bit) != 0u) all = all && bs_builtin_admits(bit, q_pos, kv_idx);
-    if ((BS_MASK_ANY & bit) != 0u) any = any || bs_builtin_admits(bit, q_pos, kv_idx);
+    if ((BS_MASK_ALL & bit) != 0u) all = all && bs_builtin_admits(bit, q_pos, kv_idx, doc_q, doc_k);
+    if ((BS_MASK_ANY & bit) != 0u) any = any || bs_builtin_admits(bit, q_pos, kv_idx, doc_q, doc_k);
   }
   bool ok = (BS_MASK_ALL == 0u && BS_MASK_ANY == 0u) || all || any;
 #if VKA_MASK_MOD
   ok = ok && vka_mask_mod(b, h, q_idx, kv_idx);
 #endif
   return ok;
+}
+bool bs_mask(uint b, uint h, int q_idx, int kv_idx) {
+  const int q_pos = q_idx + pc.q_offset;
+  int doc_q = 0, doc_k = 0;
+  if (BS_DOCUMENTS) {
+    doc_q = q_pos >= 0 && uint(q_pos) < pc.kv_len ? bs_document_id(q_pos) : 0;
+    doc_k = bs_document_id(kv_idx);
+  }
+  return bs_mask_with_documents(b, h, q_idx, kv_idx, doc_q, doc_k);
 }
 
 // The logit of score s (scale * q.k) for a counted pair.

@@ -47,10 +47,17 @@ uint pa_token_seq(uint token) {
   }
   return lo;
 }
-// Sequence s's new tokens, query_start_loc clamped as pa_load_item clamps it.
-int pa_query_len(uint s) {
+// Sequence s's new tokens [q0, q1): query_start_loc clamped into the tokens
+// and made non-decreasing (the check dispatch reports what it changed). The
+// one clamp of the attention kernels (pa_load_item) and the reduce.
+void pa_query_range(uint s, out int q0, out int q1) {
   const int T = int(pc.num_tokens);
-  const int q0 = clamp(pa_query_start(s), 0, T), q1 = clamp(pa_query_start(s + 1u), q0, T);
+  q0 = clamp(pa_query_start(s), 0, T);
+  q1 = clamp(pa_query_start(s + 1u), q0, T);
+}
+int pa_query_len(uint s) {
+  int q0, q1;
+  pa_query_range(s, q0, q1);
   return q1 - q0;
 }
 

@@ -96,8 +96,8 @@ PaItem pa_load_item(uint wg) {
     it.seq = pa_find_seq(tile);
     local = tile - pa_first_tile(it.seq);
   }
-  const int T = int(pc.num_tokens);
-  const int q0 = clamp(pa_query_start(it.seq), 0, T), q1 = clamp(pa_query_start(it.seq + 1u), q0, T);
+  int q0, q1;
+  pa_query_range(it.seq, q0, q1);
   // seq_len within the block table (its cached part, with a contiguous
   // suffix), and covering the new tokens unless 0.
   const uint64_t in_table = uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE + (PA_KV_SUFFIX != 0u ? uint(q1 - q0) : 0u);
@@ -152,8 +152,8 @@ PaItem pa_output_item(uint wg) {
   const bool one = PA_ONE_TILE_PER_SEQ != 0u;
   it.seq = one ? tile : pa_find_seq(tile);
   const uint local = one ? 0u : tile - pa_first_tile(it.seq);
-  const int T = int(pc.num_tokens);
-  const int q0 = clamp(pa_query_start(it.seq), 0, T), q1 = clamp(pa_query_start(it.seq + 1u), q0, T);
+  int q0, q1;
+  pa_query_range(it.seq, q0, q1);
   it.token0 = uint(q0);
   it.row_start = local * PA_BM;
   it.row_count = min(PA_BM, uint(q1 - q0) * PA_GQA - it.row_start);
