@@ -27,6 +27,7 @@ layout(set = 0, binding = BS_BINDING_KV_INDICES, std430) writeonly buffer KvIdx 
 layout(set = 0, binding = BS_BINDING_FULL_NUM_BLOCKS, std430) writeonly buffer FullNum { int full_num_blocks[]; };
 layout(set = 0, binding = BS_BINDING_FULL_INDICES, std430) writeonly buffer FullIdx { int full_indices[]; };
 
+#define BS_DOCUMENT_IDS_GIVEN 1   // (both read before the mods run: faster here)
 #include "block_sparse_mods.glsl"
 
 shared uint some_pair, some_pair_not;   // per block: whether some pair counts / does not
@@ -50,7 +51,7 @@ void main() {
     const uint cols = uint(k1 - k0), pairs = uint(max(q1 - q0, 0)) * cols;
     bool any = false, all = true;
     for (uint i = gl_LocalInvocationIndex; i < pairs; i += PA_WORKGROUP_SIZE) {
-      const bool m = bs_mask(z, h, q0 + int(i / cols), k0 + int(i % cols));
+      const bool m = BS_MASK_READING_DOCUMENTS(z, h, q0 + int(i / cols), k0 + int(i % cols));
       any = any || m;
       all = all && m;
     }

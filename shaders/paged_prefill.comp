@@ -275,7 +275,7 @@ void main() {
 
   if (tid == 0u) wg_flags[0] = 0u;
   pa_load_chunk_bases();
-#if VKA_OP_BLOCK_SPARSE
+#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
   bs_stage_row_documents(g_it);   // (read after Q's staging barriers)
 #endif
   // Q: staged in the K/V tiles' space, as many rows at a time as it holds
@@ -318,16 +318,19 @@ void main() {
   {
     const int first = pa_tile_key0(g_it, 0);
     locate_tile(first, tile_entry(first), 0u);
+#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
+    bs_stage_key_documents(g_it, first, 0);
+#endif
     if (num_tiles > 1) {
       const int second = pa_tile_key0(g_it, 1);
       locate_tile(second, tile_entry(second), 1u);
+#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
+      bs_stage_key_documents(g_it, second, 1);
+#endif
     }
   }
   barrier();
   if (num_tiles > 0) {
-#if VKA_OP_BLOCK_SPARSE
-    bs_stage_key_documents(g_it, pa_tile_key0(g_it, 0), 0u);
-#endif
     LOAD_TILE(pa_tile_key0(g_it, 0), 0u)
     STAGE_TILE(pa_tile_key0(g_it, 0), 0u)
   }
@@ -345,9 +348,6 @@ void main() {
     }
     if (more) {   // in flight during this tile's products
       LOAD_TILE(k1, uint(t + 1) % 2u)
-#if VKA_OP_BLOCK_SPARSE
-      bs_stage_key_documents(g_it, k1, uint(t + 1) % 2u);
-#endif
     }
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
@@ -468,7 +468,12 @@ void main() {
       EACH_SLICE(PV_FOR)
     }
     // Tile t + 2's addresses replace tile t's, whose loads were issued last tile.
-    if (t + 2 < num_tiles) locate_tile(k2, ahead, uint(t) % 2u);
+    if (t + 2 < num_tiles) {
+      locate_tile(k2, ahead, uint(t) % 2u);
+#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
+      bs_stage_key_documents(g_it, k2, t + 2);   // (with its keys, two tiles ahead)
+#endif
+    }
     barrier();   // every subgroup is done with this tile
     if (more) {
       STAGE_TILE(k1, uint(t + 1) % 2u)

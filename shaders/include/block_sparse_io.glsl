@@ -42,6 +42,23 @@ layout(set = 0, binding = BS_BINDING_KV_INDICES, std430) readonly buffer BsKvIdx
 layout(set = 0, binding = BS_BINDING_FULL_NUM_BLOCKS, std430) readonly buffer BsFullNum { int bs_full_num_blocks[]; };
 layout(set = 0, binding = BS_BINDING_FULL_INDICES, std430) readonly buffer BsFullIdx { int bs_full_indices[]; };
 
+#ifndef BS_STAGED_DOCUMENTS
+#define BS_STAGED_DOCUMENTS 0
+#endif
+#if PA_PREFILL_KERNEL && BS_STAGED_DOCUMENTS
+// The document modules' (block_sparse_documents, taken for masks with the
+// document mod): document ids in shared memory, so that the per-element
+// masks of partial tiles read no global memory. The item's rows' are staged
+// by bs_stage_row_documents before the key loop's barriers; each tile's
+// keys' by bs_stage_key_documents, where the kernel locates the tile's keys,
+// two tiles ahead: tile t's in third t % 3 of bs_doc_keys, so that the
+// barriers of the tiles between order the stores before tile t's reads, and
+// tile t - 3's reads before the stores. pa_item_logit passes a pair's two
+// to the mods (BS_DOCUMENT_IDS_GIVEN, block_sparse_mods.glsl).
+shared int bs_doc_rows[PA_BM];
+shared int bs_doc_keys[3u * PA_BN];
+#define BS_DOCUMENT_IDS_GIVEN 1
+#endif
 #include "block_sparse_mods.glsl"
 
 struct PaItem {
@@ -49,7 +66,6 @@ struct PaItem {
   uint row_start, row_count;  // query rows [row_start, row_start + row_count)
   uint list;                  // the mask row's first index-list entry
   int partial, full;          // its partial and full blocks
-  int partial_tiles;          // its tiles in partial blocks (the first ones)
   uint seq;                   // unused (the paged op's sequence)
   bool valid;
 };
@@ -89,7 +105,6 @@ PaItem pa_load_item(uint wg) {
   it.full = it.valid && (pc.flags & BS_FLAG_FULL_BLOCKS) != 0u
                 ? bs_checked_count(bs_full_num_blocks[bs_view_offset(BS_BINDING_FULL_NUM_BLOCKS - 1u) + row], row, true)
                 : 0;
-  it.partial_tiles = it.partial * (int(bs_kv_block()) / int(PA_BN));
   return it;
 }
 
@@ -108,8 +123,7 @@ float pa_decode_scale(bool is_value) { return 1.0; }
 const int PA_TILE_KEYS = int(PA_BN);
 int bs_tiles_per_block() { return int(bs_kv_block()) / PA_TILE_KEYS; }
 int pa_tile_count(PaItem it) { return (it.partial + it.full) * bs_tiles_per_block(); }
-// (No division: the per-element logits ask it for every element.)
-bool bs_partial_tile(PaItem it, int t) { return t < it.partial_tiles; }
+bool bs_partial_tile(PaItem it, int t) { return t / bs_tiles_per_block() < it.partial; }
 
 // The kv block of list entry j (partial blocks, then full ones), or the
 // first block past the keys for an index outside them (reported).
@@ -131,26 +145,17 @@ int pa_tile_key0(PaItem it, int t) {
 }
 bool pa_key_in_item(PaItem it, int k) { return k >= 0 && uint(k) < pc.kv_len; }
 
-#if PA_PREFILL_KERNEL
-// Document ids (BS_DOCUMENTS) in shared memory, so that the per-element
-// masks of partial tiles read no global memory: the item's rows' (staged by
-// bs_stage_row_documents before the key loop's barriers) and each tile's
-// keys' (bs_stage_key_documents: tile t's in half t % 2, staged while tile
-// t - 1 computes, so that the barriers at the end of that tile order the
-// stores before tile t's reads, and tile t - 2's reads before the stores).
-shared int bs_doc_rows[PA_BM];
-shared int bs_doc_keys[2u * PA_BN];
+#if PA_PREFILL_KERNEL && BS_STAGED_DOCUMENTS
+uint bs_doc_third(int t) { return (uint(t) % 3u) * PA_BN; }
 void bs_stage_row_documents(PaItem it) {
   const uint r = gl_LocalInvocationIndex;
   if (!BS_DOCUMENTS || r >= PA_BM) return;
-  const int q_pos = int(it.row_start + r) + pc.q_offset;
-  bs_doc_rows[r] = r < it.row_count && q_pos >= 0 && uint(q_pos) < pc.kv_len ? bs_document_id(q_pos) : 0;
+  bs_doc_rows[r] = r < it.row_count ? bs_document_id(int(it.row_start + r) + pc.q_offset) : 0;
 }
-void bs_stage_key_documents(PaItem it, int k0, uint buf) {
+void bs_stage_key_documents(PaItem it, int k0, int t) {   // (tiles start at multiples of PA_BN)
   const uint j = gl_LocalInvocationIndex;
   if (!BS_DOCUMENTS || j >= PA_BN) return;
-  const int k = k0 + int(j);
-  bs_doc_keys[buf * PA_BN + j] = pa_key_in_item(it, k) ? bs_document_id(k) : 0;
+  bs_doc_keys[bs_doc_third(t) + j] = bs_document_id(k0 + int(j));
 }
 #endif
 
@@ -173,18 +178,12 @@ bool pa_subgroup_whole(PaItem it, PaRows r, int t, int k0) {
 float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
   const int q_idx = int(it.row_start + row);
   if (row >= it.row_count || !pa_key_in_item(it, k)) return VKA_NEG_INF;
-  if (bs_partial_tile(it, t)) {
-#if PA_PREFILL_KERNEL
-    int doc_q = 0, doc_k = 0;
-    if (BS_DOCUMENTS) {   // (tiles start at multiples of PA_BN)
-      doc_q = bs_doc_rows[row];
-      doc_k = bs_doc_keys[(uint(t) % 2u) * PA_BN + uint(k) % PA_BN];
-    }
-    if (!bs_mask_with_documents(it.b, it.h, q_idx, k, doc_q, doc_k)) return VKA_NEG_INF;
+#if PA_PREFILL_KERNEL && BS_STAGED_DOCUMENTS
+  const int doc_q = bs_doc_rows[row], doc_k = bs_doc_keys[bs_doc_third(t) + uint(k) % PA_BN];
+  if (bs_partial_tile(it, t) && !bs_mask(it.b, it.h, q_idx, k, doc_q, doc_k)) return VKA_NEG_INF;
 #else
-    if (!bs_mask(it.b, it.h, q_idx, k)) return VKA_NEG_INF;
+  if (bs_partial_tile(it, t) && !bs_mask(it.b, it.h, q_idx, k)) return VKA_NEG_INF;
 #endif
-  }
   return bs_score(s, it.b, it.h, q_idx, k);
 }
 

@@ -46,34 +46,48 @@ layout(set = 0, binding = BS_BINDING_BIAS, std430) readonly buffer BsBias { floa
 // per-element pass).
 const bool BS_HAS_SCORE_MOD = BS_SCORE_MODS != 0u || VKA_SCORE_MOD != 0;
 
-// Whether some mask mod compares document ids.
-const bool BS_DOCUMENTS = ((BS_MASK_ALL | BS_MASK_ANY) & BS_MASK_DOCUMENT) != 0u;
-
-// The document id of position pos (inside the keys).
-int bs_document_id(int pos) { return bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(pos)]; }
+// The document mod's ids: a module that defines BS_DOCUMENT_IDS_GIVEN to 1
+// passes the pair's ids (doc_q, doc_k) to bs_mask, read before the mods run
+// (the document modules from shared memory, block_sparse_io.glsl; the mask
+// builder from the buffer), which measured faster there than reading them
+// where the mod asks; the others' mods read them from the buffer.
+// BS_MASK_READING_DOCUMENTS(b, h, q_idx, kv_idx) is bs_mask with the ids
+// read from the buffer, in either.
+#ifndef BS_DOCUMENT_IDS_GIVEN
+#define BS_DOCUMENT_IDS_GIVEN 0
+#endif
+#if BS_DOCUMENT_IDS_GIVEN
+#define BS_DOC_PARAMS , int doc_q, int doc_k
+#define BS_DOC_ARGS , doc_q, doc_k
+#else
+#define BS_DOC_PARAMS
+#define BS_DOC_ARGS
+#endif
 
 // Whether the built-in mod `mod` (one bit) admits key kv_idx for the query
-// at position q_pos among the keys; doc_q and doc_k are their document ids
-// (BS_DOCUMENTS; doc_q is not read where q_pos lies outside the keys).
-bool bs_builtin_admits(uint mod, int q_pos, int kv_idx, int doc_q, int doc_k) {
+// at position q_pos among the keys.
+bool bs_builtin_admits(uint mod, int q_pos, int kv_idx BS_DOC_PARAMS) {
   if (mod == BS_MASK_CAUSAL) return kv_idx <= q_pos;
   if (mod == BS_MASK_WINDOW) return q_pos - kv_idx < pc.window;
   if (mod == BS_MASK_PREFIX) return kv_idx < pc.prefix_len;
   // BS_MASK_DOCUMENT: the host keeps q positions inside the document ids.
   const uint n = pc.kv_len;
   if (q_pos < 0 || uint(q_pos) >= n) return false;
+#if BS_DOCUMENT_IDS_GIVEN
   return doc_q == doc_k;
+#else
+  return bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(q_pos)] ==
+         bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(kv_idx)];
+#endif
 }
 
-// The mask of a partial block's pair (kv_idx < Lkv), given the pair's
-// document ids as bs_builtin_admits takes them. The prefill kernel reads
-// them from shared memory (block_sparse_io.glsl), the others from the ids.
-bool bs_mask_with_documents(uint b, uint h, int q_idx, int kv_idx, int doc_q, int doc_k) {
+// The mask of a partial block's pair (kv_idx < Lkv).
+bool bs_mask(uint b, uint h, int q_idx, int kv_idx BS_DOC_PARAMS) {
   const int q_pos = q_idx + pc.q_offset;
   bool all = BS_MASK_ALL != 0u, any = false;
   [[unroll]] for (uint bit = 1u; bit <= BS_MASK_DOCUMENT; bit <<= 1) {
-    if ((BS_MASK_ALL & bit) != 0u) all = all && bs_builtin_admits(bit, q_pos, kv_idx, doc_q, doc_k);
-    if ((BS_MASK_ANY & bit) != 0u) any = any || bs_builtin_admits(bit, q_pos, kv_idx, doc_q, doc_k);
+    if ((BS_MASK_ALL & bit) != 0u) all = all && bs_builtin_admits(bit, q_pos, kv_idx BS_DOC_ARGS);
+    if ((BS_MASK_ANY & bit) != 0u) any = any || bs_builtin_admits(bit, q_pos, kv_idx BS_DOC_ARGS);
   }
   bool ok = (BS_MASK_ALL == 0u && BS_MASK_ANY == 0u) || all || any;
 #if VKA_MASK_MOD
@@ -81,15 +95,21 @@ bool bs_mask_with_documents(uint b, uint h, int q_idx, int kv_idx, int doc_q, in
 #endif
   return ok;
 }
-bool bs_mask(uint b, uint h, int q_idx, int kv_idx) {
-  const int q_pos = q_idx + pc.q_offset;
-  int doc_q = 0, doc_k = 0;
-  if (BS_DOCUMENTS) {
-    doc_q = q_pos >= 0 && uint(q_pos) < pc.kv_len ? bs_document_id(q_pos) : 0;
-    doc_k = bs_document_id(kv_idx);
-  }
-  return bs_mask_with_documents(b, h, q_idx, kv_idx, doc_q, doc_k);
+
+#if BS_DOCUMENT_IDS_GIVEN
+// Whether some mask mod compares document ids.
+const bool BS_DOCUMENTS = ((BS_MASK_ALL | BS_MASK_ANY) & BS_MASK_DOCUMENT) != 0u;
+// The id of position pos, or 0 where no mod reads one or pos lies outside the keys.
+int bs_document_id(int pos) {
+  return BS_DOCUMENTS && pos >= 0 && uint(pos) < pc.kv_len ? bs_document[bs_view_offset(BS_BINDING_DOCUMENT - 1u) + uint(pos)] : 0;
 }
+bool bs_mask_reading_documents(uint b, uint h, int q_idx, int kv_idx) {
+  return bs_mask(b, h, q_idx, kv_idx, bs_document_id(q_idx + pc.q_offset), bs_document_id(kv_idx));
+}
+#define BS_MASK_READING_DOCUMENTS(b, h, q_idx, kv_idx) bs_mask_reading_documents(b, h, q_idx, kv_idx)
+#else
+#define BS_MASK_READING_DOCUMENTS(b, h, q_idx, kv_idx) bs_mask(b, h, q_idx, kv_idx)
+#endif
 
 // The logit of score s (scale * q.k) for a counted pair.
 float bs_score(float s, uint b, uint h, int q_idx, int kv_idx) {

@@ -11,7 +11,7 @@ float pa_item_nonfinite_term(PaItem it, uint row, uint d) {
   for (int j = 0; j < it.partial && row < it.row_count; ++j) {
     const int k0 = int(bs_block(it, j)) * kb;
     for (int k = k0; k < k0 + kb && pa_key_in_item(it, k); ++k) {
-      if (!bs_mask(it.b, it.h, q_idx, k)) continue;
+      if (!BS_MASK_READING_DOCUMENTS(it.b, it.h, q_idx, k)) continue;
       float x[8];
       pa_decode_raw8(bs_raw8((pc.flags & BS_FLAG_NARROW_KV) != 0u, true, bs_key_row(it, true, k) + (d & ~7u)), 1.0, x);
       val = elem_nonfinite_sum(val, float(ELEM(x[d % 8u])));   // as it was staged

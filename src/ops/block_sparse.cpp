@@ -144,7 +144,11 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
 
 const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec, const RegisteredVariant* custom) {
   const bool bf16 = path != Path::scalar && spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
-  std::string_view kernel = bf16 ? "block_sparse_bf16" : "block_sparse";
+  // Document masks take the modules that stage the ids in shared memory
+  // (shaders/CMakeLists.txt says why apart); the scalar kernel has one module.
+  const bool documents = path != Path::scalar && ((spec.BS_MASK_ALL | spec.BS_MASK_ANY) & kMaskDocument) != 0;
+  std::string_view kernel = documents ? (bf16 ? "block_sparse_documents_bf16" : "block_sparse_documents")
+                                      : (bf16 ? "block_sparse_bf16" : "block_sparse");
   if (custom) kernel = bf16 ? custom->attention_bf16 : custom->attention;
   return impl.pipelines->get({kernel, path, spec_words(spec), abi::BS_BINDINGS, sizeof(abi::BlockSparsePush),
                               path == Path::scalar ? 0u : 32u});
