@@ -179,6 +179,14 @@ std::size_t Pipelines::created() const {
   return created_;
 }
 
+bool Pipelines::created_of(std::string_view kernel) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [hash, bucket] : pipelines_)
+    for (const auto& e : bucket)
+      if (e->kernel == kernel) return true;
+  return false;
+}
+
 void Pipelines::save_file() const {
   const std::string& path = file_;
   if (path.empty()) return;

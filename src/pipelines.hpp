@@ -47,6 +47,8 @@ class Pipelines {
   const Pipeline& get(const PipelineRequest& request);
   void save_file() const;
   std::size_t created() const;
+  // Whether a pipeline of `kernel` has been created (tests: which module an op chose).
+  bool created_of(std::string_view kernel) const;
 
  private:
   VkDescriptorSetLayout set_layout(uint32_t bindings);

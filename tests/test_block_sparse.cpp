@@ -17,6 +17,8 @@
 #include <limits>
 #include <memory>
 
+#include "context_impl.hpp"
+#include "pipelines.hpp"
 #include "runners/block_sparse_runner.hpp"
 #include "vk_test.hpp"
 
@@ -269,6 +271,32 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   const size_t prepared = ctx().pipelines_created();
   block_sparse_attention(ctx(), a_);
   EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
+// Masks with the document mod take the modules that stage the ids in shared
+// memory (block_sparse_documents), on the matrix paths; other masks, and the
+// scalar kernel for every mask, take block_sparse.
+TEST_F(BlockSparseSmall, DocumentMasksTakeTheDocumentModules) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = v.kv_block_size = 64;
+  v.mods.all = kMaskCausal | kMaskDocument;
+  const bool matrix = block_sparse_attention_path(ctx(), v) != Path::scalar;
+  const detail::Pipelines& made = *ctx().impl().pipelines;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  EXPECT_EQ(made.created_of("block_sparse_documents"), matrix);
+  EXPECT_EQ(made.created_of("block_sparse"), !matrix);
+  v.mods.all = kMaskCausal;
+  v.mods.any = 0;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  EXPECT_TRUE(made.created_of("block_sparse"));
+  v.mods.all = 0;
+  v.mods.any = kMaskCausal | kMaskDocument;   // the mod among `any` counts too
+  const size_t before = ctx().pipelines_created();
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  EXPECT_EQ(ctx().pipelines_created(), before + 1);
+  EXPECT_EQ(made.created_of("block_sparse_documents"), matrix);
 }
 
 // The path a variant runs on: the context's where the prefill kernel takes it
