@@ -89,8 +89,22 @@ const uint PIECE = WIDE ? 16u : 8u;                 // elements per loaded piece
 // conversion was most of fp8 decode's time over f16's). Q is staged with the
 // same swap, so S is unchanged, and O's dims are swapped back when written.
 const bool SWAP_DIMS = WIDE;
-// (The conversion: elem8_from_fp8_swapped, matrix_element.glsl.)
-uint staged_dim(uint p) { return SWAP_DIMS ? (p & ~3u) | ((p & 1u) << 1) | ((p >> 1) & 1u) : p; }
+// (The conversion: elem8_from_fp8_swapped, matrix_element.glsl.) From head
+// size 128 up (8 or more WIDE pieces per row), the two halves of a row's
+// WIDE piece k are staged as pieces k and k + D / 16 of the row, not 2k and
+// 2k + 1: then each 16-byte store of 8 lanes fills the 32 banks of shared
+// memory once, where side by side their stores met 2-way bank conflicts
+// (lanes 4 apart, 32 bytes apart). Q is staged, and O written, with the
+// same order of dims. (At head size 64 the rows' padding already spreads the
+// halves side by side over the banks.)
+const bool HALVES = WIDE ? PA_HEAD_SIZE / 16u >= 8u : false;   // (glslang emits no spec-constant &&)
+// The head dim that staged position p of a Q, K or V row holds.
+uint staged_dim(uint p) {
+  const uint q = SWAP_DIMS ? (p & ~3u) | ((p & 1u) << 1) | ((p >> 1) & 1u) : p;
+  if (!HALVES) return q;
+  const uint piece = q / 8u;   // staged 8-element piece: half piece / (D / 16) of WIDE piece piece % (D / 16)
+  return (piece % (D / 16u)) * 16u + (piece / (D / 16u)) * 8u + q % 8u;
+}
 
 const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
 const uint PPL = (TILE_PIECES + PA_SUBGROUP_SIZE - 1u) / PA_SUBGROUP_SIZE;
@@ -341,10 +355,10 @@ void store_pieces(bool suffix, uvec4 raw[8], uint first, uint warp) {
   [[unroll]] for (uint i = 0; i < 8u; ++i) {
     const uint c = gl_SubgroupInvocationID + (first + i) * SG;
     if (first + i >= PPL || c >= TILE_PIECES) continue;
-    if (WIDE) {   // 16 fp8 values: two staged pieces
-      const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4 + (c % (D / 16u)) * 2u;
-      stage[at] = elem8_from_fp8_swapped(raw[i].x, raw[i].y);
-      stage[at + 1u] = elem8_from_fp8_swapped(raw[i].z, raw[i].w);
+    if (WIDE) {   // 16 fp8 values: two staged pieces (HALVES: apart)
+      const uint row = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * ROW_VEC4, k = c % (D / 16u);
+      stage[row + (HALVES ? k : 2u * k)] = elem8_from_fp8_swapped(raw[i].x, raw[i].y);
+      stage[row + (HALVES ? k + D / 16u : 2u * k + 1u)] = elem8_from_fp8_swapped(raw[i].z, raw[i].w);
     } else {
       stage[STAGED_PIECE_AT(is_value, c, warp)] = elem8_from_key(suffix, raw[i]);
     }
