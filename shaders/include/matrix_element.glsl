@@ -22,15 +22,18 @@ ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
 uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
 #endif
 
-// Two e4m3 values, the low bytes of a word's 16-bit lanes, as an f16 pair of
-// value * 2^-8: e4m3 s.eeee.mmm (bias 7) at bits 7-14 of an f16
-// s.eeeee.mmmmmmmmmm (bias 15), the exponent field's top bit 0, subnormals
-// included (they become f16 normals or subnormals, exactly). Per byte b:
-// b + (b & 0x80) moves the sign up a bit (bit 7 is then 0), and bit 7 set
-// where b's low 7 bits are all ones (a NaN code, which would land on 1.875)
-// becomes the exponent's top bit: a NaN.
-uint e4m3_lanes_to_f16_pair(uint t) {
-  return ((t + (t & 0x00800080u)) | (((t & 0x007F007Fu) + 0x00010001u) & 0x00800080u)) << 7;
+// Four e4m3 values (the bytes of x) as two f16 pairs of value * 2^-8, bytes
+// 0 and 2 in .x and bytes 1 and 3 in .y (16-bit lanes): e4m3 s.eeee.mmm
+// (bias 7) at bits 7-14 of an f16 s.eeeee.mmmmmmmmmm (bias 15), the exponent
+// field's top bit 0, subnormals included (they become f16 normals or
+// subnormals, exactly); a byte whose low 7 bits are all ones (a NaN code,
+// which would land on 1.875) sets that top bit instead: a NaN. y holds each
+// byte's low 7 bits and, at bit 7, that flag (no carry leaves a byte). About
+// 10 operations for the word, where pair by pair took about 15: the
+// conversion is what bounds e4m3 decode's staging.
+uvec2 e4m3_word_to_f16_pairs(uint x) {
+  const uint low = x & 0x7F7F7F7Fu, y = low | ((low + 0x01010101u) & 0x80808080u);
+  return uvec2(((y & 0x00FF00FFu) << 7) | ((x << 8) & 0x80008000u), ((y & 0xFF00FF00u) >> 1) | (x & 0x80008000u));
 }
 
 // Four f16 pairs as ELEM pairs: bf16 modules convert them, exactly for the
@@ -62,9 +65,9 @@ uvec4 elem8_from_raw(uvec4 raw) {
   } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3) {
     // Bytes 0 and 1 of a word go to lanes 0 and 1 of one pair, 2 and 3 of the next.
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
-      const uint x = raw[w];
-      [[unroll]] for (uint p = 0; p < 2u; ++p)
-        h[2u * w + p] = e4m3_lanes_to_f16_pair(((x >> (16u * p)) & 0xFFu) | ((x >> (16u * p)) & 0xFF00u) << 8);
+      const uvec2 p = e4m3_word_to_f16_pairs(raw[w]);   // bytes 0, 2 and 1, 3
+      h[2u * w] = (p.x & 0xFFFFu) | (p.y << 16);
+      h[2u * w + 1u] = (p.x >> 16) | (p.y & 0xFFFF0000u);
     }
   }
   return PA_FP8_CACHE ? elem_pairs_from_f16(h) : h;
@@ -78,13 +81,13 @@ uvec4 elem8_from_fp8_swapped(uint w0, uint w1) {
   uvec4 h;
   [[unroll]] for (uint w = 0; w < 2u; ++w) {
     const uint x = w == 0u ? w0 : w1;
-    const uint t0 = x & 0x00FF00FFu, t1 = (x >> 8) & 0x00FF00FFu;   // bytes 0, 2 and 1, 3 in 16-bit lanes
     if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {   // f16's top byte
-      h[2u * w] = t0 << 8;
+      h[2u * w] = (x & 0x00FF00FFu) << 8;
       h[2u * w + 1u] = x & 0xFF00FF00u;
     } else {
-      h[2u * w] = e4m3_lanes_to_f16_pair(t0);
-      h[2u * w + 1u] = e4m3_lanes_to_f16_pair(t1);
+      const uvec2 p = e4m3_word_to_f16_pairs(x);
+      h[2u * w] = p.x;
+      h[2u * w + 1u] = p.y;
     }
   }
   return elem_pairs_from_f16(h);
