@@ -203,6 +203,23 @@ std::vector<Combo> combos() {
     c.out_dtype = DType::f32;
     add("gpu_decode_h16x2_d192_e4m3_split_bs16_sinks_softcap", c, true);
   }
+  // fp8 rows whose 16-value pieces the decode kernel stages in halves apart
+  // (HALVES, head size >= 128), at head sizes of 10 and 12 pieces per row,
+  // not a power of two: Q's and O's dims follow the same order.
+  {
+    auto c = make(kDecode, 8, 2, 160, 16, DType::fp8_e4m3, KvLayout::nhd, 313);
+    c.split = SplitKv::on;
+    c.num_segments = 3;
+    c.with_lse = true;
+    add("gpu_decode_h8x2_d160_e4m3_nhd_bs16_split3_lse", c, true);
+  }
+  {
+    auto c = make(kDecode, 10, 2, 192, 32, DType::fp8_e5m2, KvLayout::hnd, 314);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    c.sinks = true;
+    add("gpu_decode_h10x2_d192_e5m2_hnd_bs32_bf16_sinks", c, true);
+  }
   // The split layout's V, staged transposed by the decode kernel (8 keys of
   // a head dim per load): keys outside a segment or the window masked inside
   // a load, fp8 bytes and 16-bit elements, 8- and 16-row tiles.
