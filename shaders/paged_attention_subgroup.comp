@@ -127,6 +127,21 @@ const bool PREFETCH = PPL <= 8u;
 #ifndef PA_SPLIT_MODULE
 #define PA_SPLIT_MODULE 0
 #endif
+// STAGE_HALVES (the host's PA_STAGE_HALVES, where this module can take it:
+// WIDE pieces staged in HALVES, loaded a tile ahead, f16 matrices): each
+// subgroup stages half of its tile's row at a time, whose WIDE pieces' halves
+// are the staged row's two halves already. K: the low halves, S's products
+// with Q's first D / 32 slices, the high halves, the rest. V: the low halves
+// (the high ones kept in registers while the next tile's loads go out),
+// P V for O's first slices, then the high halves and the rest. Half the
+// shared memory per subgroup, so 3 workgroups of 4 fit an SM's 48 KiB
+// (abi/paged_attention.h), for two more subgroup barriers per tile.
+#if PA_MATRIX_BF16
+const bool STAGE_HALVES = false;
+#else
+const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? PREFETCH : false) : false;
+#endif
+const uint HALF_ROW_VEC4 = PA_SUBGROUP_HALF_ROW_VEC4(PA_HEAD_SIZE);
 #if PA_SPLIT_MODULE
 const bool VT = PA_LAYOUT == KV_LAYOUT_SPLIT && ALIGNED && PA_KV_SUFFIX == 0u;
 const uint VT_ROW_VEC4 = 2u;
@@ -171,21 +186,23 @@ const uint NACC = (DT + GO - 1u) / GO;
 // Rows of shared tiles are padded by 16 bytes: with rows of 256 bytes (head
 // size 128), the 8 rows a matrix load reads at once would share memory banks.
 const uint ROW_VEC4 = PA_SUBGROUP_ROW_VEC4(PA_HEAD_SIZE);   // uvec4s per staged Q, K or V row
-const uint TILE_VEC4 = 16u * ROW_VEC4;                      // per subgroup
+const uint SROW = STAGE_HALVES ? HALF_ROW_VEC4 : ROW_VEC4;  // uvec4s per staged K or V row
+const uint TILE_VEC4 = 16u * SROW;                          // per subgroup
+const uint STAGE_HALVES_U = STAGE_HALVES ? 1u : 0u;
 // Q's TR rows as given (the scale applies to S in f32), then per subgroup a
 // [16 keys][head_size] K or V tile of ELEMs; at the end, the subgroups' O
 // (f32) for the merge. uvec4: 16-byte stores. Q^T's matrix loads read BM
 // columns: those past TR read the first tile, which reaches only S^T's
 // columns of rows no item has.
 const uint TILES_AT = TR * ROW_VEC4;
-shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS)];
+shared uvec4 stage[PA_SUBGROUP_STAGE_VEC4_H(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS, STAGE_HALVES_U)];
 // The merge's slots: as many subgroups' O ([BM][head_size] f32, SLOT
 // uvec4s) as `stage` holds store theirs at once, the rest add theirs in
 // later rounds: one round for 8-row tiles, two for 8 subgroups of 16 rows
 // (one subgroup per round showed in bf16 decode's time at short contexts:
 // DEVELOPERS.md).
 const uint SLOT = BM * D / 4u;
-const uint STAGE_SLOTS = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS) / SLOT;
+const uint STAGE_SLOTS = PA_SUBGROUP_STAGE_VEC4_H(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS, STAGE_HALVES_U) / SLOT;
 const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
 #if PA_MATRIX_BF16
 // bf16's tiles have 16 columns (the device's only bf16 shape), of which an
@@ -197,7 +214,7 @@ const uint SLOTS = STAGE_SLOTS < NW ? STAGE_SLOTS : NW;
 // subgroup's own, after the slots. (A store of each lane's own elements,
 // their rows read from a matrix of indices, was slower: DEVELOPERS.md.)
 const uint SCRATCH_VEC4 = 2u * 64u;   // two 16 x 16 f32 matrices, used in turn
-const uint STAGE_VEC4 = PA_SUBGROUP_STAGE_VEC4(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS);
+const uint STAGE_VEC4 = PA_SUBGROUP_STAGE_VEC4_H(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE, PA_TILE_ROWS, STAGE_HALVES_U);
 const uint TR_SLOT = TR * D / 4u;
 // Slots of TR rows beside the scratches (0 where none fits, or TR = BM).
 // Nested selections: glslang emits no spec-constant && .
@@ -383,6 +400,32 @@ bool zero_staged_nonfinite(uint warp) {
   return any_replaced;
 }
 
+// STAGE_HALVES: half h of this lane's WIDE pieces (h = 0: raw's x and y,
+// the staged row's first half) into this subgroup's half tile.
+void store_half(uvec4 raw[8], uint h, uint warp) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;
+    if (i >= PPL || c >= TILE_PIECES) continue;
+    const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * SROW + c % (D / 16u);
+    stage[at] = h == 0u ? elem8_from_fp8_swapped(raw[i].x, raw[i].y) : elem8_from_fp8_swapped(raw[i].z, raw[i].w);
+  }
+}
+// zero_staged_nonfinite for a staged half tile (STAGE_HALVES).
+bool zero_staged_half(uint warp) {
+  bool any_replaced = false;
+  for (uint i = 0; i < (D + SG - 1u) / SG; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;   // 8-element piece c of [16 keys][D / 2]
+    if (c >= D) continue;
+    const uint at = TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * SROW + c % (D / 16u);
+    const uvec4 h = stage[at], f = elem8_finite_or_zero(h);
+    if (f != h) {
+      stage[at] = f;
+      any_replaced = true;
+    }
+  }
+  return any_replaced;
+}
+
 #if PA_SPLIT_MODULE
 // The keys of a staged V^T tile (VT) outside the item's range as 0: a piece
 // of 8 keys may reach past the sequence, whose slots may hold NaN bits that
@@ -528,23 +571,44 @@ void main() {
   for (int t = int(warp), n = 0; t < num_tiles; t += int(NW), ++n) {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
-    stage_tile(it, k0, entry, false, kraw, warp);
     MatC s = MatC(0.0);   // S^T: keys x rows
-    [[unroll]] for (uint j = 0; j < 16u; ++j) {
-      if (j >= DT) continue;
-      MatA ka;   // K, head slice j: keys x 16
-      MatB qb;   // Q^T, head slice j: 16 x rows
-      coopMatLoad(ka, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(qb, stage, 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
-      s = coopMatMulAdd(ka, qb, s);
+    // K staged whole, or in halves (STAGE_HALVES), each followed by its slices' products.
+    const uint K_PARTS = STAGE_HALVES ? 2u : 1u;
+    [[unroll]] for (uint h = 0; h < K_PARTS; ++h) {
+      if (STAGE_HALVES) {
+        subgroup_sync();   // every lane is done reading what the half tile held
+        store_half(kraw, h, warp);
+        subgroup_sync();
+      } else {
+        stage_tile(it, k0, entry, false, kraw, warp);
+      }
+      [[unroll]] for (uint j = 0; j < 16u; ++j) {
+        if (j >= DT / K_PARTS) continue;
+        MatA ka;   // K, head slice h * DT / K_PARTS + j: keys x 16
+        MatB qb;   // Q^T, the same slice: 16 x rows
+        coopMatLoad(ka, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, SROW, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(qb, stage, 2u * (h * (DT / K_PARTS) + j), ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
+        s = coopMatMulAdd(ka, qb, s);
+      }
     }
     coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
-    stage_tile(it, k0, entry, true, vraw, warp);
+    uvec4 vhold[8];   // STAGE_HALVES: this tile's V pieces, whose high halves are staged after P V's first half
+    if (STAGE_HALVES) {
+      subgroup_sync();
+      store_half(vraw, 0u, warp);
+      vhold = vraw;
+      if (partly_seen(k0, 16, seen_lo, seen_hi)) {
+        subgroup_sync();
+        staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;
+      }
+    } else {
+      stage_tile(it, k0, entry, true, vraw, warp);
+    }
     // (Their writes are ordered before P V's loads by the sync after the softmax.)
 #if PA_SPLIT_MODULE
     if (VT && (k0 < it.kv_begin || k0 + 16 > it.kv_end)) zero_staged_outside(it, k0, warp);
 #endif
-    if (partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
+    if (!STAGE_HALVES && partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
@@ -636,7 +700,28 @@ void main() {
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
     LOAD_VT(j)                                                                                       \
     o##j = coopMatMulAdd(va, pb, o##j);
-    EACH_SLICE(ADD_PV)
+// STAGE_HALVES: slice j of the half tile that holds it.
+#define ADD_PV_HALF(j, first)                                                                        \
+    if ((j < DT / 2u) == first) {                                                                    \
+      MatA va;                                                                                       \
+      coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * (j % (DT / 2u + (DT < 2u ? 1u : 0u))), SROW, gl_CooperativeMatrixLayoutColumnMajor); \
+      o##j = coopMatMulAdd(va, pb, o##j);                                                            \
+    }
+#define ADD_PV_LOW(j) ADD_PV_HALF(j, true)
+#define ADD_PV_HIGH(j) ADD_PV_HALF(j, false)
+    if (STAGE_HALVES) {
+      EACH_SLICE(ADD_PV_LOW)
+      subgroup_sync();   // every lane is done reading the low halves
+      store_half(vhold, 1u, warp);
+      subgroup_sync();
+      if (partly_seen(k0, 16, seen_lo, seen_hi)) {
+        staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;
+        subgroup_sync();
+      }
+      EACH_SLICE(ADD_PV_HIGH)
+    } else {
+      EACH_SLICE(ADD_PV)
+    }
 #endif
     subgroup_sync();   // S, P and row_scale are read before the next tile writes them
   }

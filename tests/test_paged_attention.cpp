@@ -27,6 +27,7 @@
 #include "attention_cases.hpp"
 #include "device_batch.hpp"
 #include "runners/paged_attention_runner.hpp"
+#include "schedule/paged_attention_schedule.hpp"
 #include "vk_test.hpp"
 
 namespace vkattn::test {
@@ -219,6 +220,27 @@ std::vector<Combo> combos() {
     c.out_dtype = DType::bf16;
     c.sinks = true;
     add("gpu_decode_h10x2_d192_e5m2_hnd_bs32_bf16_sinks", c, true);
+  }
+  // Batches of more work items than a GPU has SMs, where the decode kernel
+  // takes workgroups of 4 subgroups and, for fp8 at head size 128 with f16
+  // q, stages half a tile at a time (PA_STAGE_HALVES): decode rows, and rows
+  // of a few tokens, whose partly seen tiles stage non-finite V values as 0.
+  {
+    Seqs many;
+    for (uint32_t i = 0; i < 40; ++i) many.push_back({1, 40 + (i * 337) % 1900});
+    auto c = make(many, 32, 8, 128, 16, DType::fp8_e4m3, KvLayout::nhd, 315);
+    c.sinks = true;
+    c.with_lse = true;
+    add("gpu_decode_b40_h32x8_d128_e4m3_nhd_bs16_sinks_lse", c, true);
+  }
+  {
+    Seqs many;
+    for (uint32_t i = 0; i < 40; ++i) many.push_back({1 + i % 3, 60 + (i * 211) % 1500});
+    auto c = make(many, 32, 8, 128, 32, DType::fp8_e5m2, KvLayout::hnd, 316);
+    c.sliding_window = 300;
+    c.split = SplitKv::on;
+    c.num_segments = 2;
+    add("gpu_mixed_b40_h32x8_d128_e5m2_hnd_bs32_window300_split2", c, true);
   }
   // The split layout's V, staged transposed by the decode kernel (8 keys of
   // a head dim per load): keys outside a segment or the window masked inside
@@ -426,6 +448,30 @@ TEST_F(PagedAttentionAutomaticRouting, PrepareMakesEveryPipelineARunNeeds) {
     EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
     EXPECT_EQ(ctx().pipelines_created(), prepared) << "a run created a pipeline: " << r.summary;
   }
+}
+
+// The same for an fp8 cache, whose batches of more items than SMs may stage
+// half a tile at a time (Schedule::stage_halves, PA_STAGE_HALVES): prepare
+// makes those pipelines too.
+TEST_F(PagedAttentionAutomaticRouting, PrepareMakesTheHalfStagingPipelines) {
+  if (on_cpu(ctx())) GTEST_SKIP() << "needs a matrix path and more work items than a GPU has SMs";
+  const KvCacheConfig cfg{.num_blocks = 64, .block_size = 16, .num_kv_heads = 8, .head_size = 128, .dtype = DType::fp8_e4m3};
+  PagedAttentionVariant variant;
+  prepare_paged_attention(ctx(), cfg, 32, DType::f16, std::span<const PagedAttentionVariant>(&variant, 1));
+  const size_t prepared = ctx().pipelines_created();
+  Seqs many;
+  std::vector<int64_t> item_keys;   // 8 work items (kv heads) per sequence
+  for (uint32_t i = 0; i < 40; ++i) {
+    many.push_back({1, 40 + (i * 337) % 900});
+    item_keys.insert(item_keys.end(), 8, many.back().second);
+  }
+  auto r = tool::run_paged_attention(ctx(), make(many, 32, 8, 128, 16, DType::fp8_e4m3, KvLayout::nhd, 424));
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
+  EXPECT_EQ(ctx().pipelines_created(), prepared) << "a run created a pipeline: " << r.summary;
+  // (On an H200's 132 SMs it does; a GPU of many more SMs may not.)
+  const bool halves = detail::half_staging_pays(ctx().path_for("paged_attention"),
+                                                ctx().capabilities().scheduling_multiprocessors, item_keys);
+  EXPECT_EQ(r.summary.find("staging half tiles") != std::string::npos, halves) << r.summary;
 }
 
 // ---- segmented (split-KV) vs unsegmented ----

@@ -137,8 +137,10 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
 // The decode kernel's and the prefill kernel's specialisations for a plan.
 abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const PagedAttentionVariant& v, uint32_t subgroup_size) {
   const auto& sch = p.schedule;
-  return main_spec(p, sch.bm, sch.tile_rows, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
-                   subgroup_size, sch.pack_o);
+  auto spec = main_spec(p, sch.bm, sch.tile_rows, sch.bn, sch.workgroup, sch.one_tile_per_seq, p.max_query_len <= 1, v,
+                        subgroup_size, sch.pack_o);
+  spec.PA_STAGE_HALVES = sch.stage_halves;
+  return spec;
 }
 abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
   return main_spec(p, pre.bm, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
@@ -205,6 +207,14 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
   p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), problem);
 }
 
+// Whether the decode kernel's module for this cache and q stages fp8 tiles
+// in halves where the plan asks (PA_STAGE_HALVES, the kernel's STAGE_HALVES:
+// 16-value pieces, f16 matrices), at the head size where that was measured.
+bool half_staging_module(const PagedAttentionPlanData& p) {
+  return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 &&
+         p.q_dtype == DType::f16 && !p.suffix;
+}
+
 ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttentionPlanOptions& o) {
   ScheduleProblem s;
   s.num_q_heads = p.num_q_heads;
@@ -217,6 +227,7 @@ ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttention
   s.prefill = o.prefill;
   s.num_segments = o.num_segments;
   s.workspace_bytes = o.workspace_bytes;
+  s.half_staging = half_staging_module(p);
   return s;
 }
 
@@ -342,8 +353,13 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
         for (bool single_token : {true, false})
           for (bool pack : {false, true}) {   // packed O: bf16 batches of at most one item per SM (pack_slices)
             if (pack && !packed_slices_fit(dev, cache.head_size, t.bm, t.rows, t.workgroup / dev.subgroup_size)) continue;
-            main_pipeline(impl, p.path,
-                          main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size, pack));
+            auto spec = main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size, pack);
+            main_pipeline(impl, p.path, spec);
+            // Half-tile staging: many items in 4-subgroup workgroups (Schedule::stage_halves).
+            if (!pack && p.path != Path::scalar && half_staging_module(p) && t.workgroup == 4 * dev.subgroup_size) {
+              spec.PA_STAGE_HALVES = 1;
+              main_pipeline(impl, p.path, spec);
+            }
           }
     for (uint32_t segments : {2u, PR_ROW_PARALLEL_MAX_SEGMENTS + 1}) reduce_pipeline(impl, reduce_spec(p, v, segments));
   }

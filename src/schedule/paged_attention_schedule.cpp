@@ -70,20 +70,36 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   return {bm, bn, wg, bm};
 }
 
-uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st) {
+bool half_staging_pays(Path path, uint32_t sms, const ItemKeys& st) {
+  // Up to 2 per SM, 3 per SM would run no more items at once.
+  if (path == Path::scalar || st.items <= 2ull * sms) return false;
+  if (!st.even()) return true;   // (uneven batches stay unsplit: more of them at once)
+  // H200, fp8 e5m2 cache, ctx 4096 (DEVELOPERS.md, "What holds decode
+  // workgroups per SM"): a wave of 3 per SM took 1.22x as long as a wave of
+  // 2 (B=48, 384 items: 124.6 µs; B=32, 256 items: 101.9).
+  const double three_per_sm_wave = 1.22;
+  auto waves = [&](uint32_t per_sm) {
+    const uint64_t s = automatic_segments(path, sms, st, per_sm), per_wave = uint64_t(per_sm) * sms;
+    return double((st.items * s + per_wave - 1) / per_wave) / double(s);
+  };
+  return three_per_sm_wave * waves(3) < waves(2);
+}
+
+uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_t per_sm) {
   const uint64_t items = st.items;
   const int64_t max_range = st.longest;
   if (items == 0 || max_range == 0) return 1;
-  // Matrix kernel, even items beyond 2 per SM, in workgroups of 4 subgroups
-  // (matrix_subgroups): their time steps at every 2 workgroups per SM, as if
-  // each SM ran two at once (H200, ctx 4096: B=34 to 64, 2.1 to 3.9 items
-  // per SM, took 209 to 253 µs; B=72 to 96, 4.4 to 5.8, 355 to 376). So
+  // Matrix kernel, even items beyond per_sm per SM, in workgroups of 4
+  // subgroups (matrix_subgroups): their time steps at every per_sm
+  // workgroups per SM, the ones an SM's 48 KiB of shared memory holds at
+  // once (H200, ctx 4096, 2 per SM: B=34 to 64, 2.1 to 3.9 items per SM, took
+  // 209 to 253 µs; B=72 to 96, 4.4 to 5.8, 355 to 376). So
   // split into the segments (up to 4, of >= 1024 keys) that need the fewest
   // such waves, each 1/s as long, where that promises 15% or more: the
   // partial results and the reduce took about 10 points of what the waves
   // promised (DEVELOPERS.md, "The decode schedule's rules"). Uneven batches
   // wait on their longest item and stay unsplit.
-  const uint64_t per_wave = 2ull * sms;
+  const uint64_t per_wave = uint64_t(std::max(per_sm, 1u)) * sms;
   if (path != Path::scalar && st.even() && items > per_wave) {
     auto waves = [&](uint64_t s) { return double((items * s + per_wave - 1) / per_wave) / double(s); };
     const uint64_t most = static_cast<uint64_t>(std::min<int64_t>(max_range / 1024, 4));
@@ -120,10 +136,10 @@ uint32_t matrix_subgroups(uint32_t max_subgroups, uint32_t sms, const ItemKeys& 
   // (8 for decode tiles up to head size 128), if each gets a 16-key tile.
   const uint32_t usual = std::min<uint32_t>(max_subgroups, 4);
   if (st.items <= sms) return st.longest >= 16 * int64_t(max_subgroups) ? max_subgroups : usual;
-  // More items: workgroups of 4. At 168 registers an SM holds 3 of them, 12
-  // subgroups, as it holds 6 of 2; but an item's 4 subgroups finish it in
-  // half the time, and they beat 2 (and 3 and 8) at every batch and context
-  // measured, even and uneven.
+  // More items: workgroups of 4. An SM holds 2 of them (its workgroups share
+  // 48 KiB of shared memory; 3 with half-tile staging), as it holds 4 of 2;
+  // but an item's 4 subgroups finish it in half the time, and they beat 2
+  // (and 3 and 8) at every batch and context measured, even and uneven.
   return usual;
 }
 
@@ -328,11 +344,12 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   }
 
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
+  const bool halves = p.half_staging && half_staging_pays(dev.path, sms, base);
   uint64_t segments = 1;
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base);
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, halves ? 3u : 2u);
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
@@ -360,6 +377,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
     const uint32_t nw = s.workgroup / dev.subgroup_size;
     s.pack_o = packed_slices_fit(dev, p.head_size, s.bm, s.tile_rows, nw) && pack_slices(nw, sms, split);
+    s.stage_halves = halves && nw == 4;
   }
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
   s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;

@@ -37,6 +37,10 @@ struct ScheduleProblem {
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t num_segments = 0;
   uint64_t workspace_bytes = 0;
+  // The decode kernel's module for this cache and q can stage half a tile
+  // per subgroup (PA_STAGE_HALVES: fp8 cache in 16-value pieces, head size
+  // 128, f16 q), which lets an SM hold 3 of its 4-subgroup workgroups, not 2.
+  bool half_staging = false;
 };
 
 // The prefill kernel's part of a plan that routes sequences by their rows.
@@ -59,6 +63,8 @@ struct Schedule {
   uint32_t max_workgroup = 0;      // the most the tile's shared memory allows (matrix paths)
   // The bf16 decode kernel packs O's head slices (PA_PACK_O, pack_slices).
   bool pack_o = false;
+  // The decode kernel stages half a tile at a time (PA_STAGE_HALVES): 4-subgroup workgroups of a module that can.
+  bool stage_halves = false;
   bool one_tile_per_seq = false;   // every sequence's rows fit one q tile (tile index = sequence)
   uint32_t q_tiles = 0;
   bool split = false;
@@ -123,7 +129,14 @@ struct ItemKeys {
 // multiprocessor, and on the matrix paths when even items would leave the
 // last of the waves the kernel runs them in mostly empty; the rule per kernel
 // is explained where it is defined.
-uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items);
+// Whether a module that can stage half a tile per subgroup
+// (ScheduleProblem::half_staging) should, for these items: when its 3
+// workgroups per SM, each wave of them a little longer than a wave of 2,
+// run the batch in less time than 2 per SM would, each with its best split.
+bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items);
+// per_sm: the decode kernel's 4-subgroup workgroups an SM holds at once (its
+// shared memory decides: 2, or 3 with ScheduleProblem::half_staging).
+uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items, uint32_t per_sm = 2);
 
 // Subgroups per workgroup of the matrix kernel (at most max_subgroups, which
 // its shared memory allows: 8, 4 or 2), from the work items (after any

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "gpu_timer.hpp"
+#include "ops/paged_attention_plan.hpp"   // (the plan's schedule, for the summary)
 
 namespace vkattn::tool {
 
@@ -705,6 +706,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   if (c.kv_token_padding) s << ", new K/V rows padded by " << c.kv_token_padding;
   s << ", " << (plan.split() ? "split into " + std::to_string(plan.num_segments()) + " segments" : std::string("not split"))
     << ", " << plan.num_workgroups() << " workgroups of " << plan.workgroup_size()
+    << (plan.data().schedule.stage_halves ? " staging half tiles" : "")
     << (plan.routes_prefill() ? ", prefill kernel for >= " + std::to_string(plan.prefill_min_rows()) + " rows" : std::string())
     << (c.replay ? ", replay plan" : "")
     << ", seed " << c.seed;

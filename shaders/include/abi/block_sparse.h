@@ -57,15 +57,15 @@ VKA_CONST(BS_SCORE_BIAS, 8)                // + bias[h][q_idx][kv_idx]
 VKA_CONST(BS_FLAG_FULL_BLOCKS, 1)          // the full-block lists are given
 VKA_CONST(BS_FLAG_NARROW_KV, 2)            // K/V offsets or strides are not multiples of 8 elements: 2-byte loads
 
-// The core's constants (ids 0..22, as paged attention: head size, tile,
+// The core's constants (ids 0..23, as paged attention: head size, tile,
 // dtypes, LSE; the paged cache's are unused) and the op's own.
 #define BLOCK_SPARSE_SPEC(X)  \
   PAGED_ATTENTION_SPEC(X)     \
-  X(23, BS_MASK_ALL, 0)       \
-  X(24, BS_MASK_ANY, 0)       \
-  X(25, BS_SCORE_MODS, 0)     \
-  X(26, BS_WRITE_ROW_MAX, 0)  \
-  X(27, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */
+  X(24, BS_MASK_ALL, 0)       \
+  X(25, BS_MASK_ANY, 0)       \
+  X(26, BS_SCORE_MODS, 0)     \
+  X(27, BS_WRITE_ROW_MAX, 0)  \
+  X(28, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).

@@ -89,7 +89,8 @@ VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype
   X(19, PA_SINGLE_TOKEN_ROWS, 0) /* every tile's rows belong to one token (query_len <= 1): they see the same keys */ \
   X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */ \
   X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */ \
-  X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */
+  X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */ \
+  X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALVES) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -192,9 +193,18 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 // uvec4s of the shared `stage`: Q's TR rows (16 bytes of padding each), then
 // each subgroup's 16-key K or V tile, or at the end the subgroups' O.
 #define PA_SUBGROUP_ROW_VEC4(D) ((D) / 8u + 1u)
-#define PA_SUBGROUP_STAGE_VEC4(D, NW, TR)                                                               \
+// With PA_STAGE_HALVES where the module takes it (PA_SUBGROUP_HALVES, the
+// kernel's STAGE_HALVES: fp8 caches in 16-value pieces at head size 128, f16
+// matrices, not the split layout), each subgroup stages half the head's dims
+// of its 16-key tile at a time (rows of D / 16 + 1 uvec4s), half the shared
+// memory: an SM gives all its workgroups together 48 KiB (DEVELOPERS.md,
+// "What holds decode workgroups per SM"), which held 4-subgroup workgroups
+// to 2 per SM and now holds 3.
+#define PA_SUBGROUP_HALF_ROW_VEC4(D) ((D) / 16u + 1u)
+#define PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, H)                                                          \
   ((TR) * PA_SUBGROUP_ROW_VEC4(D) +                                                                     \
-   ((NW) >= 2u ? (NW) * 16u * PA_SUBGROUP_ROW_VEC4(D) : 4u * (D)))
+   ((NW) >= 2u ? (NW) * 16u * ((H) != 0u ? PA_SUBGROUP_HALF_ROW_VEC4(D) : PA_SUBGROUP_ROW_VEC4(D)) : 4u * (D)))
+#define PA_SUBGROUP_STAGE_VEC4(D, NW, TR) PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, 0u)
 #define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
   (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
    3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * 16u /* final_m, final_l */ +           \
