@@ -8,6 +8,8 @@
 
 #include "device_batch.hpp"
 #include "nonfinite_outputs.hpp"
+#include "ops/paged_attention_plan.hpp"
+#include "schedule/paged_attention_schedule.hpp"
 #include "vk_test.hpp"
 
 namespace vkattn::test {
@@ -105,6 +107,73 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_inf_e5m2_window8_at36_split_prefill", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true, true},
                       NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// The same over more work items than a GPU has SMs (40 sequences of 3 new
+// tokens over the same 40 keys, 32/8 heads of 128: 320 items), where the
+// decode kernel takes 4-subgroup workgroups and an fp8 cache's tiles are
+// staged half a head at a time (PA_STAGE_HALVES, on an H200): the partly
+// seen tiles' non-finite V values are staged as 0 in each half.
+struct ManyItemsCase {
+  const char* name;
+  DType cache;
+  uint32_t bad_bits;
+  int32_t window = 0;
+};
+void PrintTo(const ManyItemsCase& c, std::ostream* os) { *os << c.name; }
+class PagedAttentionNonFiniteManyItems : public VkTest, public ::testing::WithParamInterface<ManyItemsCase> {};
+
+TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
+  const ManyItemsCase& p = GetParam();
+  const uint32_t bs = 16, Hkv = 8, Hq = 32, D = 128, T = 3, len = 40, seqs = 40;
+  KvCacheConfig cfg{.num_blocks = 3, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(p.cache == DType::fp8_e4m3 ? 0x28282828u : 0x34343434u);   // 0.25
+  auto plant = [&](uint32_t pos) {   // kv head 1, dim 5
+    auto bytes = cache.read_blocks(KvPart::value, pos / bs, 1);
+    std::memcpy(&bytes[cache.element_in_block(KvPart::value, pos % bs, 1, 5)], &p.bad_bits, 1);
+    cache.write_blocks(KvPart::value, pos / bs, bytes);
+  };
+  plant(39);   // seen by the last token only
+  if (p.window) {
+    plant(2);    // by none
+    plant(30);   // by the first token only (position 37, window 8)
+  }
+  std::vector<int32_t> starts, lens, table;
+  for (uint32_t s = 0; s <= seqs; ++s) starts.push_back(int32_t(s * T));
+  for (uint32_t s = 0; s < seqs; ++s) {
+    lens.push_back(int32_t(len));
+    table.insert(table.end(), {0, 1, 2});   // every sequence over the same blocks
+  }
+  DeviceBatch batch(ctx(), starts, lens, table, 3);
+  PagedAttentionPlanOptions o;
+  o.prefill = PrefillKernel::off;
+  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::f16, batch.lengths(), o);
+  // (On an H200's 132 SMs the tiles are staged in halves; the CPU device runs the scalar kernel.)
+  const bool halves = plan.path() != Path::scalar &&
+                      detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
+                                                std::vector<int64_t>(seqs * Hkv, len));
+  EXPECT_EQ(plan.data().schedule.stage_halves, halves);
+  const uint32_t tokens = seqs * T;
+  Buffer q(ctx(), tokens * Hq * D * 2), out(ctx(), tokens * Hq * D * 4);
+  q.fill(0x3C003C00u);   // 1.0
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {tokens, Hq, D});
+  a.out = TensorView::contiguous(out, DType::f32, {tokens, Hq, D});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  a.params.sliding_window = p.window;
+  paged_attention(ctx(), plan, cache, a);
+  const auto o_ = out.download_as<float>(tokens * Hq * D);
+  expect_nonfinite_exactly_where_seen(o_, tokens, Hq, D, [&](uint32_t t, uint32_t h, uint32_t d) {
+    return (t % T == T - 1 || (p.window && t % T == 0)) && h / (Hq / Hkv) == 1 && d == 5;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionNonFiniteManyItems,
+                         ::testing::Values(ManyItemsCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
+                                           ManyItemsCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, 8}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // The bf16 modules' 8-subgroup workgroups hold several head slices in each
 // accumulator, where a non-finite V value would reach the other slices' dims
