@@ -128,19 +128,15 @@ const bool PREFETCH = PPL <= 8u;
 #define PA_SPLIT_MODULE 0
 #endif
 // STAGE_HALVES (the host's PA_STAGE_HALVES, where this module can take it:
-// WIDE pieces staged in HALVES, loaded a tile ahead, f16 matrices): each
+// WIDE pieces staged in HALVES, loaded a tile ahead, O not packed): each
 // subgroup stages half of its tile's row at a time, whose WIDE pieces' halves
 // are the staged row's two halves already. K: the low halves, S's products
 // with Q's first D / 32 slices, the high halves, the rest. V: the low halves
 // (the high ones kept in registers while the next tile's loads go out),
 // P V for O's first slices, then the high halves and the rest. Half the
 // shared memory per subgroup, so 3 workgroups of 4 fit an SM's 48 KiB
-// (abi/paged_attention.h), for two more subgroup barriers per tile.
-#if PA_MATRIX_BF16
-const bool STAGE_HALVES = false;
-#else
-const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? PREFETCH : false) : false;
-#endif
+// (abi/paged_attention.h), for two more subgroup barriers per tile. (In the
+// bf16 modules, not with PACK: defined below.)
 const uint HALF_ROW_VEC4 = PA_SUBGROUP_HALF_ROW_VEC4(PA_HEAD_SIZE);
 #if PA_SPLIT_MODULE
 const bool VT = PA_LAYOUT == KV_LAYOUT_SPLIT && ALIGNED && PA_KV_SUFFIX == 0u;
@@ -177,6 +173,9 @@ const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
 const uint GO = PA_SUBGROUP_O_GROUPS(PA_BM, PA_TILE_ROWS, PA_PACK_O);
 const bool PACK = GO > 1u;
 const uint NACC = (DT + GO - 1u) / GO;
+const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? (PREFETCH ? (PACK ? false : true) : false) : false) : false;
+#else
+const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? PREFETCH : false) : false;
 #endif
 #define ACC_IF(F, a) if (a < NACC) { F(a) }
 #define EACH_ACC(F) ACC_IF(F, 0) ACC_IF(F, 1) ACC_IF(F, 2) ACC_IF(F, 3) ACC_IF(F, 4) ACC_IF(F, 5) \
@@ -679,28 +678,9 @@ void main() {
 #else
 #define LOAD_VT(j) coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
 #endif
-#if PA_MATRIX_BF16
-    // Slice group g: P^T in its columns (a load g * TR columns before P^T's),
-    // added to slices g, GO + g, ... of the accumulators.
-    [[unroll]] for (uint g = 0; g < 16u; ++g) {
-      if (g >= GO) break;
-      MatB pb;
-      coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
-#define ADD_PV_GROUP(a)                                                                              \
-      const uint j = a * GO + g;                                                                     \
-      if (j < DT) {                                                                                  \
-        MatA va;   /* V^T, head slice j: 16 x keys */                                                \
-        LOAD_VT(j)                                                                                   \
-        o##a = coopMatMulAdd(va, pb, o##a);                                                          \
-      }
-      EACH_ACC(ADD_PV_GROUP)
-    }
-#else
-#define ADD_PV(j)                                                                                    \
-    MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
-    LOAD_VT(j)                                                                                       \
-    o##j = coopMatMulAdd(va, pb, o##j);
-// STAGE_HALVES: slice j of the half tile that holds it.
+// STAGE_HALVES: slice j of the half tile that holds it, into accumulator j
+// (one slice each: in the bf16 modules STAGE_HALVES excludes PACK). P V over
+// the low halves, then the high halves staged and P V over them.
 #define ADD_PV_HALF(j, first)                                                                        \
     if ((j < DT / 2u) == first) {                                                                    \
       MatA va;                                                                                       \
@@ -709,16 +689,45 @@ void main() {
     }
 #define ADD_PV_LOW(j) ADD_PV_HALF(j, true)
 #define ADD_PV_HIGH(j) ADD_PV_HALF(j, false)
+#define PV_IN_HALVES(EACH)                                                                           \
+    EACH(ADD_PV_LOW)                                                                                 \
+    subgroup_sync();   /* every lane is done reading the low halves */                               \
+    store_half(vhold, 1u, warp);                                                                     \
+    subgroup_sync();                                                                                 \
+    if (partly_seen(k0, 16, seen_lo, seen_hi)) {                                                     \
+      staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;                                 \
+      subgroup_sync();                                                                               \
+    }                                                                                                \
+    EACH(ADD_PV_HIGH)
+#if PA_MATRIX_BF16
     if (STAGE_HALVES) {
-      EACH_SLICE(ADD_PV_LOW)
-      subgroup_sync();   // every lane is done reading the low halves
-      store_half(vhold, 1u, warp);
-      subgroup_sync();
-      if (partly_seen(k0, 16, seen_lo, seen_hi)) {
-        staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;
-        subgroup_sync();
+      MatB pb;   // P^T in its own columns (GO is 1)
+      coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+      PV_IN_HALVES(EACH_ACC)
+    } else {
+      // Slice group g: P^T in its columns (a load g * TR columns before P^T's),
+      // added to slices g, GO + g, ... of the accumulators.
+      [[unroll]] for (uint g = 0; g < 16u; ++g) {
+        if (g >= GO) break;
+        MatB pb;
+        coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+#define ADD_PV_GROUP(a)                                                                              \
+        const uint j = a * GO + g;                                                                   \
+        if (j < DT) {                                                                                \
+          MatA va;   /* V^T, head slice j: 16 x keys */                                              \
+          LOAD_VT(j)                                                                                 \
+          o##a = coopMatMulAdd(va, pb, o##a);                                                        \
+        }
+        EACH_ACC(ADD_PV_GROUP)
       }
-      EACH_SLICE(ADD_PV_HIGH)
+    }
+#else
+#define ADD_PV(j)                                                                                    \
+    MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
+    LOAD_VT(j)                                                                                       \
+    o##j = coopMatMulAdd(va, pb, o##j);
+    if (STAGE_HALVES) {
+      PV_IN_HALVES(EACH_SLICE)
     } else {
       EACH_SLICE(ADD_PV)
     }

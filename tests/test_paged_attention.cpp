@@ -242,6 +242,15 @@ std::vector<Combo> combos() {
     c.num_segments = 2;
     add("gpu_mixed_b40_h32x8_d128_e5m2_hnd_bs32_window300_split2", c, true);
   }
+  {
+    Seqs many;
+    for (uint32_t i = 0; i < 40; ++i) many.push_back({1, 30 + (i * 173) % 1700});
+    auto c = make(many, 32, 8, 128, 16, DType::fp8_e5m2, KvLayout::nhd, 317);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    c.softcap = 30;
+    add("gpu_decode_b40_h32x8_d128_e5m2_nhd_bs16_qbf16_softcap", c, true);
+  }
   // The split layout's V, staged transposed by the decode kernel (8 keys of
   // a head dim per load): keys outside a segment or the window masked inside
   // a load, fp8 bytes and 16-bit elements, 8- and 16-row tiles.
@@ -470,7 +479,8 @@ TEST_F(PagedAttentionAutomaticRouting, PrepareMakesTheHalfStagingPipelines) {
   EXPECT_EQ(ctx().pipelines_created(), prepared) << "a run created a pipeline: " << r.summary;
   // (On an H200's 132 SMs it does; a GPU of many more SMs may not.)
   const bool halves = detail::half_staging_pays(ctx().path_for("paged_attention"),
-                                                ctx().capabilities().scheduling_multiprocessors, item_keys);
+                                                ctx().capabilities().scheduling_multiprocessors, item_keys,
+                                                detail::half_staging_wave(DType::f16));
   EXPECT_EQ(r.summary.find("staging half tiles") != std::string::npos, halves) << r.summary;
 }
 

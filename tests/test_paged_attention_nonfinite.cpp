@@ -118,6 +118,7 @@ struct ManyItemsCase {
   DType cache;
   uint32_t bad_bits;
   int32_t window = 0;
+  DType q = DType::f16;   // bf16: the bf16 matrix modules
 };
 void PrintTo(const ManyItemsCase& c, std::ostream* os) { *os << c.name; }
 class PagedAttentionNonFiniteManyItems : public VkTest, public ::testing::WithParamInterface<ManyItemsCase> {};
@@ -147,18 +148,18 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   DeviceBatch batch(ctx(), starts, lens, table, 3);
   PagedAttentionPlanOptions o;
   o.prefill = PrefillKernel::off;
-  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::f16, batch.lengths(), o);
+  PagedAttentionPlan plan(ctx(), cfg, Hq, p.q, batch.lengths(), o);
   // (On an H200's 132 SMs the tiles are staged in halves; the CPU device runs the scalar kernel.)
   const bool halves = plan.path() != Path::scalar &&
                       detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
-                                                std::vector<int64_t>(seqs * Hkv, len));
+                                                std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
   const uint32_t tokens = seqs * T;
   Buffer q(ctx(), tokens * Hq * D * 2), out(ctx(), tokens * Hq * D * 4);
-  q.fill(0x3C003C00u);   // 1.0
+  q.fill(p.q == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
   out.fill(0xFFFFFFFFu);
   PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, DType::f16, {tokens, Hq, D});
+  a.q = TensorView::contiguous(q, p.q, {tokens, Hq, D});
   a.out = TensorView::contiguous(out, DType::f32, {tokens, Hq, D});
   a.batch = batch.view();
   a.params.scale = 0.125f;
@@ -172,7 +173,8 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionNonFiniteManyItems,
                          ::testing::Values(ManyItemsCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
-                                           ManyItemsCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, 8}),
+                                           ManyItemsCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, 8},
+                                           ManyItemsCase{"v_nan_e4m3_window8_qbf16", DType::fp8_e4m3, 0x7F, 8, DType::bf16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The bf16 modules' 8-subgroup workgroups hold several head slices in each

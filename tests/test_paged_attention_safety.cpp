@@ -77,34 +77,44 @@ TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathBf16WhereTheDevic
 }
 
 // Whether an fp8 module that can stage half a tile per subgroup does (3
-// workgroups of 4 per SM, each wave 1.22x as long as a wave of 2), with the
-// H200 measurements behind it (DEVELOPERS.md, "What holds decode workgroups
-// per SM"): 8 work items per sequence.
+// workgroups of 4 per SM, each wave 1.22x as long as a wave of 2 for f16 q,
+// 1.29x for bf16 q), with the H200 measurements behind it (DEVELOPERS.md,
+// "What holds decode workgroups per SM"): 8 work items per sequence.
 TEST(PagedAttentionPlanSegments, HalfStagingWhereThreeWorkgroupsPerSmPay) {
   using detail::automatic_segments;
   using detail::half_staging_pays;
   const uint32_t sms = 132;
+  const float f16 = detail::half_staging_wave(DType::f16), bf16 = detail::half_staging_wave(DType::bf16);
   auto keys = [](size_t items, int64_t each) { return std::vector<int64_t>(items, each); };
   // Up to 2 items per SM, 3 per SM would run no more at once.
-  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(128, 32768)));   // B=16
-  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(256, 4096)));    // B=32
-  EXPECT_FALSE(half_staging_pays(Path::scalar, sms, keys(2048, 4096)));
+  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(128, 32768), f16));   // B=16
+  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(256, 4096), f16));    // B=32
+  EXPECT_FALSE(half_staging_pays(Path::scalar, sms, keys(2048, 4096), f16));
   // B=34 and B=48: one wave of 3 per SM (measured 120.3 and 124.6 µs against 142 and 161, e5m2).
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(272, 4096)));
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(384, 4096)));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(272, 4096), f16));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(384, 4096), f16));
   // B=64 ctx=4096: 4 waves of a third as long, in 3 segments (182 against 197 µs).
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(512, 4096)));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(512, 4096), f16));
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(512, 4096), 3), 3u);
   // B=64 ctx=512: too short to split, 2 waves either way (41.1 against 36.3 µs).
-  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(512, 512)));
+  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(512, 512), f16));
   // B=256: 6 waves, not 8, at ctx 512 and 4096 (112.6 against 129.3 µs; 677 against 767).
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(2048, 512)));
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(2048, 4096)));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(2048, 512), f16));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(2048, 4096), f16));
   EXPECT_EQ(automatic_segments(Path::coopmat2, sms, keys(2048, 4096), 3), 1u);
   // Many uneven items: more of them at once.
   std::vector<int64_t> uneven(423, 2000);
   uneven.push_back(100000);
-  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, uneven));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, uneven, f16));
+  // A module that cannot.
+  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(2048, 4096), 0));
+  // bf16 q's waves of 3 are longer: B=34 keeps whole tiles (e4m3 took
+  // 175.4 µs in halves, 171.2 whole); B=48, B=96 and B=256 take halves
+  // (176.7 against 205.6, 342.2 against 382.6, 881.5 against 1003).
+  EXPECT_FALSE(half_staging_pays(Path::coopmat2, sms, keys(272, 4096), bf16));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(384, 4096), bf16));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(768, 4096), bf16));
+  EXPECT_TRUE(half_staging_pays(Path::coopmat2, sms, keys(2048, 4096), bf16));
 }
 
 // The automatic split decision, with the H200 measurements behind it

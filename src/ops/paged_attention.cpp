@@ -209,10 +209,10 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
 
 // Whether the decode kernel's module for this cache and q stages fp8 tiles
 // in halves where the plan asks (PA_STAGE_HALVES, the kernel's STAGE_HALVES:
-// 16-value pieces, f16 matrices), at the head size where that was measured.
+// 16-value pieces; in the bf16 modules, not with packed O), at the head size
+// where that was measured.
 bool half_staging_module(const PagedAttentionPlanData& p) {
-  return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 &&
-         p.q_dtype == DType::f16 && !p.suffix;
+  return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
 }
 
 ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttentionPlanOptions& o) {
@@ -227,7 +227,7 @@ ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttention
   s.prefill = o.prefill;
   s.num_segments = o.num_segments;
   s.workspace_bytes = o.workspace_bytes;
-  s.half_staging = half_staging_module(p);
+  s.half_staging_wave = half_staging_module(p) ? half_staging_wave(p.q_dtype) : 0.0f;
   return s;
 }
 

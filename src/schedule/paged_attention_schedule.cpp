@@ -70,19 +70,25 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   return {bm, bn, wg, bm};
 }
 
-bool half_staging_pays(Path path, uint32_t sms, const ItemKeys& st) {
+float half_staging_wave(DType q_dtype) {
+  // H200, ctx 4096, 32/8 heads x 128 (DEVELOPERS.md, "What holds decode
+  // workgroups per SM"). f16 q, e5m2 cache: B=48 (384 items, one wave of 3
+  // per SM) 124.6 µs, B=32 (256 items, one wave of 2) 101.9: 1.22. bf16 q,
+  // e4m3 cache: B=48 in one wave of 3 176.7 µs, B=34 in 1.25 waves of 2
+  // (4 segments) 171.2: 1.29 (e5m2 1.20; the larger keeps B=34 on whole
+  // tiles, where e4m3 was 2.5% slower in halves).
+  return q_dtype == DType::bf16 ? 1.29f : 1.22f;
+}
+
+bool half_staging_pays(Path path, uint32_t sms, const ItemKeys& st, float wave) {
   // Up to 2 per SM, 3 per SM would run no more items at once.
-  if (path == Path::scalar || st.items <= 2ull * sms) return false;
+  if (path == Path::scalar || wave <= 0 || st.items <= 2ull * sms) return false;
   if (!st.even()) return true;   // (uneven batches stay unsplit: more of them at once)
-  // H200, fp8 e5m2 cache, ctx 4096 (DEVELOPERS.md, "What holds decode
-  // workgroups per SM"): a wave of 3 per SM took 1.22x as long as a wave of
-  // 2 (B=48, 384 items: 124.6 µs; B=32, 256 items: 101.9).
-  const double three_per_sm_wave = 1.22;
   auto waves = [&](uint32_t per_sm) {
     const uint64_t s = automatic_segments(path, sms, st, per_sm), per_wave = uint64_t(per_sm) * sms;
     return double((st.items * s + per_wave - 1) / per_wave) / double(s);
   };
-  return three_per_sm_wave * waves(3) < waves(2);
+  return double(wave) * waves(3) < waves(2);
 }
 
 uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_t per_sm) {
@@ -344,7 +350,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   }
 
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
-  const bool halves = p.half_staging && half_staging_pays(dev.path, sms, base);
+  const bool halves = half_staging_pays(dev.path, sms, base, p.half_staging_wave);
   uint64_t segments = 1;
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));

@@ -37,10 +37,12 @@ struct ScheduleProblem {
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t num_segments = 0;
   uint64_t workspace_bytes = 0;
-  // The decode kernel's module for this cache and q can stage half a tile
-  // per subgroup (PA_STAGE_HALVES: fp8 cache in 16-value pieces, head size
-  // 128, f16 q), which lets an SM hold 3 of its 4-subgroup workgroups, not 2.
-  bool half_staging = false;
+  // Where the decode kernel's module for this cache and q can stage half a
+  // tile per subgroup (PA_STAGE_HALVES: fp8 cache in 16-value pieces, head
+  // size 128), which lets an SM hold 3 of its 4-subgroup workgroups, not 2:
+  // how long a wave of 3 per SM takes against a wave of 2
+  // (half_staging_wave); 0 where it cannot.
+  float half_staging_wave = 0;
 };
 
 // The prefill kernel's part of a plan that routes sequences by their rows.
@@ -129,13 +131,16 @@ struct ItemKeys {
 // multiprocessor, and on the matrix paths when even items would leave the
 // last of the waves the kernel runs them in mostly empty; the rule per kernel
 // is explained where it is defined.
-// Whether a module that can stage half a tile per subgroup
-// (ScheduleProblem::half_staging) should, for these items: when its 3
-// workgroups per SM, each wave of them a little longer than a wave of 2,
-// run the batch in less time than 2 per SM would, each with its best split.
-bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items);
+// A wave of 3 half-staging workgroups per SM against a wave of 2 whole-tile
+// ones, as measured for the module of this q dtype (H200, fp8 caches).
+float half_staging_wave(DType q_dtype);
+// Whether a module that can stage half a tile per subgroup should, for these
+// items: when its 3 workgroups per SM, each wave of them `wave` times as
+// long as a wave of 2, run the batch in less time than 2 per SM would, each
+// with its best split.
+bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items, float wave);
 // per_sm: the decode kernel's 4-subgroup workgroups an SM holds at once (its
-// shared memory decides: 2, or 3 with ScheduleProblem::half_staging).
+// shared memory decides: 2, or 3 with half-tile staging).
 uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items, uint32_t per_sm = 2);
 
 // Subgroups per workgroup of the matrix kernel (at most max_subgroups, which

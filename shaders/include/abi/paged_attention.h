@@ -194,8 +194,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 // each subgroup's 16-key K or V tile, or at the end the subgroups' O.
 #define PA_SUBGROUP_ROW_VEC4(D) ((D) / 8u + 1u)
 // With PA_STAGE_HALVES where the module takes it (PA_SUBGROUP_HALVES, the
-// kernel's STAGE_HALVES: fp8 caches in 16-value pieces at head size 128, f16
-// matrices, not the split layout), each subgroup stages half the head's dims
+// kernel's STAGE_HALVES: fp8 caches in 16-value pieces at head size 128, not
+// the split layout, O not packed), each subgroup stages half the head's dims
 // of its 16-key tile at a time (rows of D / 16 + 1 uvec4s), half the shared
 // memory: an SM gives all its workgroups together 48 KiB (DEVELOPERS.md,
 // "What holds decode workgroups per SM"), which held 4-subgroup workgroups
