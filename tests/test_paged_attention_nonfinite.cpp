@@ -15,6 +15,25 @@
 namespace vkattn::test {
 namespace {
 
+// Runs the plan with every q value 1.0 (f16 or bf16) and a window (0: none)
+// into an f32 output filled with NaN bits first; returns the output,
+// [tokens][Hq][D].
+std::vector<float> run_with_unit_queries(Context& ctx, const PagedAttentionPlan& plan, PagedKvCache& cache,
+                                         DeviceBatch& batch, uint32_t tokens, uint32_t Hq, uint32_t D, DType q_dtype,
+                                         int32_t window) {
+  Buffer q(ctx, size_t(tokens) * Hq * D * 2), out(ctx, size_t(tokens) * Hq * D * 4);
+  q.fill(q_dtype == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, q_dtype, {tokens, Hq, D});
+  a.out = TensorView::contiguous(out, DType::f32, {tokens, Hq, D});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  a.params.sliding_window = window;
+  paged_attention(ctx, plan, cache, a);
+  return out.download_as<float>(size_t(tokens) * Hq * D);
+}
+
 struct NonFiniteCase {
   const char* name;
   DType cache = DType::f16;
@@ -67,17 +86,7 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   o.num_segments = p.split == SplitKv::on ? 3 : 0;
   o.prefill = p.prefill ? PrefillKernel::on : PrefillKernel::off;
   PagedAttentionPlan plan(ctx(), cfg, Hq, qt, batch.lengths(), o);
-  Buffer q(ctx(), T * Hq * D * 2), out(ctx(), T * Hq * D * 4);
-  q.fill(qt == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
-  out.fill(0xFFFFFFFFu);
-  PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, qt, {T, Hq, D});
-  a.out = TensorView::contiguous(out, DType::f32, {T, Hq, D});
-  a.batch = batch.view();
-  a.params.scale = 0.125f;
-  a.params.sliding_window = p.window;
-  paged_attention(ctx(), plan, cache, a);
-  const auto o_ = out.download_as<float>(T * Hq * D);
+  const auto o_ = run_with_unit_queries(ctx(), plan, cache, batch, T, Hq, D, qt, p.window);
   // Every K and V is the same value, so a row that sees only finite values
   // averages them back: 0.25 (fp8 caches hold it exactly, as f16 does). The
   // upper half of the heads reads kv head 1; the last token sees position 39,
@@ -155,17 +164,7 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
                                                 std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
   const uint32_t tokens = seqs * T;
-  Buffer q(ctx(), tokens * Hq * D * 2), out(ctx(), tokens * Hq * D * 4);
-  q.fill(p.q == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
-  out.fill(0xFFFFFFFFu);
-  PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, p.q, {tokens, Hq, D});
-  a.out = TensorView::contiguous(out, DType::f32, {tokens, Hq, D});
-  a.batch = batch.view();
-  a.params.scale = 0.125f;
-  a.params.sliding_window = p.window;
-  paged_attention(ctx(), plan, cache, a);
-  const auto o_ = out.download_as<float>(tokens * Hq * D);
+  const auto o_ = run_with_unit_queries(ctx(), plan, cache, batch, tokens, Hq, D, p.q, p.window);
   expect_nonfinite_exactly_where_seen(o_, tokens, Hq, D, [&](uint32_t t, uint32_t h, uint32_t d) {
     return (t % T == T - 1 || (p.window && t % T == 0)) && h / (Hq / Hkv) == 1 && d == 5;
   });
@@ -234,16 +233,7 @@ TEST_P(PackedSlicesNonFinite, KeepEachValueInItsOwnDim) {
   const uint32_t keys = len / plan.num_segments();   // per work item: 8 subgroups from 128 keys (pack_slices)
   if (plan.path() != Path::scalar && ctx().capabilities().subgroup_size == 32)
     ASSERT_EQ(plan.workgroup_size(), (keys >= 128 ? 8u : 4u) * 32u) << "the workgroups this case means to cover";
-  Buffer q(ctx(), Hq * D * 2), out(ctx(), Hq * D * 4);
-  q.fill(0x3F803F80u);   // 1.0
-  out.fill(0xFFFFFFFFu);
-  PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, DType::bf16, {1, Hq, D});
-  a.out = TensorView::contiguous(out, DType::f32, {1, Hq, D});
-  a.batch = batch.view();
-  a.params.scale = 0.125f;
-  paged_attention(ctx(), plan, cache, a);
-  const auto got = out.download_as<float>(Hq * D);
+  const auto got = run_with_unit_queries(ctx(), plan, cache, batch, 1, Hq, D, DType::bf16, 0);
   for (uint32_t h = 0; h < Hq; ++h)
     for (uint32_t d = 0; d < D; ++d) {
       const float x = got[h * D + d];
