@@ -126,11 +126,6 @@ struct ItemKeys {
   bool even() const { return longest * int64_t(items) <= 2 * total; }   // longest <= twice the mean
 };
 
-// Segments of an automatically split plan (1: no split), from the work items
-// before any split: split when they give fewer than 2 workgroups per
-// multiprocessor, and on the matrix paths when even items would leave the
-// last of the waves the kernel runs them in mostly empty; the rule per kernel
-// is explained where it is defined.
 // A wave of 3 half-staging workgroups per SM against a wave of 2 whole-tile
 // ones, as measured for the module of this q dtype (H200, fp8 caches).
 float half_staging_wave(DType q_dtype);
@@ -139,6 +134,11 @@ float half_staging_wave(DType q_dtype);
 // long as a wave of 2, run the batch in less time than 2 per SM would, each
 // with its best split.
 bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items, float wave);
+// Segments of an automatically split plan (1: no split), from the work items
+// before any split: split when they give fewer than 2 workgroups per
+// multiprocessor, and on the matrix paths when even items would leave the
+// last of the waves the kernel runs them in mostly empty; the rule per kernel
+// is explained where it is defined.
 // per_sm: the decode kernel's 4-subgroup workgroups an SM holds at once (its
 // shared memory decides: 2, or 3 with half-tile staging).
 uint32_t automatic_segments(Path path, uint32_t multiprocessors, const ItemKeys& items, uint32_t per_sm = 2);

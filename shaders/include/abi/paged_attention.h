@@ -90,7 +90,7 @@ VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype
   X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */ \
   X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */ \
   X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */ \
-  X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALVES) */
+  X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALF_ROW_VEC4) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -193,8 +193,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 // uvec4s of the shared `stage`: Q's TR rows (16 bytes of padding each), then
 // each subgroup's 16-key K or V tile, or at the end the subgroups' O.
 #define PA_SUBGROUP_ROW_VEC4(D) ((D) / 8u + 1u)
-// With PA_STAGE_HALVES where the module takes it (PA_SUBGROUP_HALVES, the
-// kernel's STAGE_HALVES: fp8 caches in 16-value pieces at head size 128, not
+// With PA_STAGE_HALVES where the module takes it (the kernel's
+// STAGE_HALVES: fp8 caches in 16-value pieces at head size 128, not
 // the split layout, O not packed), each subgroup stages half the head's dims
 // of its 16-key tile at a time (rows of D / 16 + 1 uvec4s), half the shared
 // memory: an SM gives all its workgroups together 48 KiB (DEVELOPERS.md,
