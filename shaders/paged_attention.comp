@@ -30,6 +30,7 @@
 #include "abi/paged_attention.h"
 #include "paged_attention_io.glsl"
 #include "paged_attention_tiles.glsl"
+#include "split_kv_merge.glsl"
 #endif
 
 layout(local_size_x_id = 6) in;
@@ -199,4 +200,7 @@ void main() {
   }
   barrier();
   for (uint e = tid; e < BM * DV; e += WG) pa_write_result(it, e / DV, e % DV, Os[e], row_m[e / DV], row_l[e / DV]);
+#if !VKA_OP_BLOCK_SPARSE
+  pa_merge_when_last(it, item);
+#endif
 }

@@ -28,7 +28,9 @@ const uint PA_HEAD_SIZE = PR_HEAD_SIZE;
 const uint PA_NUM_Q_HEADS = PR_NUM_Q_HEADS;
 const uint PA_OUT_DTYPE = PR_OUT_DTYPE;
 const uint PA_HAS_SINKS = PR_HAS_SINKS;
+const uint PA_WRITE_LSE = PR_WRITE_LSE;
 #include "paged_attention_bindings.glsl"
+#include "split_kv_merge.glsl"
 
 layout(local_size_x_id = 4) in;
 
@@ -76,35 +78,17 @@ bool row_has_results(uint token) {
 }
 
 // PR_ROW_PARALLEL: this invocation's row and 4 dims (pc.num_workgroups counts
-// rows), up to PR_ROW_PARALLEL_MAX_SEGMENTS segments. (Every segment's (m, l)
-// and outputs loaded before any is used, one round trip where this takes
-// two, made B=1 ctx=512 decode 0.5 us faster on an H200 but the varlen
-// batch's 3-segment reduce 3.5 us slower: DEVELOPERS.md.)
+// rows), up to PR_ROW_PARALLEL_MAX_SEGMENTS segments: the merge the attention
+// kernels run themselves with PA_FLAG_MERGE_LAST (split_kv_merge.glsl).
 void merge_row_parallel() {
   const uint per_row = PR_HEAD_SIZE / 4u;
   const uint local = gl_LocalInvocationIndex / per_row;
   if (local >= PR_ROWS_PER_WORKGROUP(PR_WORKGROUP_SIZE, PR_HEAD_SIZE)) return;
   const uint row = vka_linear_workgroup(pc.grid_x) * PR_ROWS_PER_WORKGROUP(PR_WORKGROUP_SIZE, PR_HEAD_SIZE) + local;
   if (row >= pc.num_workgroups) return;
-  const uint token = row / PA_NUM_Q_HEADS, head = row % PA_NUM_Q_HEADS;
+  const uint token = row / PA_NUM_Q_HEADS;
   if (!row_has_results(token)) return;
-  const uint d0 = (gl_LocalInvocationIndex % per_row) * 4u;
-  const uint S = pc.num_segments;
-  const uint slot0 = pa_partial_slot(token, head, 0u);
-  const uint stats = pa_partial_stats(slot0), o0 = pa_partial_out(slot0, d0);
-  float m = VKA_NEG_INF, l = 0.0;
-  for (uint s = 0u; s < S; ++s) vka_softmax_merge(m, l, workspace[stats + s * 2u], workspace[stats + s * 2u + 1u]);
-  vec4 acc = vec4(0.0);
-  for (uint s = 0u; s < S; ++s) {
-    const float w = vka_exp_diff(workspace[stats + s * 2u], m);
-    const uint at = o0 + s * PR_HEAD_SIZE;
-    acc += w * vec4(workspace[at], workspace[at + 1u], workspace[at + 2u], workspace[at + 3u]);
-  }
-  const float sink = PR_HAS_SINKS != 0u ? pa_sink(head, d0 == 0u) : VKA_NEG_INF;
-  float factor, lse;
-  vka_softmax_finish(m, l, PR_HAS_SINKS != 0u, sink, factor, lse);
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) pa_write_out(token, head, d0 + i, acc[i] * factor);
-  if (PR_WRITE_LSE != 0u && d0 == 0u) pa_write_lse(token, head, lse);
+  pa_write_merged4(token, row % PA_NUM_Q_HEADS, (gl_LocalInvocationIndex % per_row) * 4u);
 }
 
 void main() {
@@ -127,12 +111,12 @@ void main() {
   const float sink = PR_HAS_SINKS != 0u ? pa_sink(head, tid == 0u) : VKA_NEG_INF;
   float early[EARLY];
   [[unroll]] for (uint i = 0; i < EARLY; ++i)
-    early[i] = i < S && tid < PR_HEAD_SIZE ? workspace[o0 + i * PR_HEAD_SIZE + tid] : 0.0;
-  const float my_m = tid < S ? workspace[stats + tid * 2u] : VKA_NEG_INF;   // segment tid's
-  float m = my_m, l = tid < S ? workspace[stats + tid * 2u + 1u] : 0.0;
-  for (uint s = tid + WG; s < S; s += WG) vka_softmax_merge(m, l, workspace[stats + s * 2u], workspace[stats + s * 2u + 1u]);
+    early[i] = i < S && tid < PR_HEAD_SIZE ? workspace_in[o0 + i * PR_HEAD_SIZE + tid] : 0.0;
+  const float my_m = tid < S ? workspace_in[stats + tid * 2u] : VKA_NEG_INF;   // segment tid's
+  float m = my_m, l = tid < S ? workspace_in[stats + tid * 2u + 1u] : 0.0;
+  for (uint s = tid + WG; s < S; s += WG) vka_softmax_merge(m, l, workspace_in[stats + s * 2u], workspace_in[stats + s * 2u + 1u]);
   workgroup_merge(m, l);
-  for (uint s = tid; s < S; s += WG) seg_weight[s] = vka_exp_diff(s == tid ? my_m : workspace[stats + s * 2u], m);
+  for (uint s = tid; s < S; s += WG) seg_weight[s] = vka_exp_diff(s == tid ? my_m : workspace_in[stats + s * 2u], m);
   barrier();
 
   float factor, lse;
@@ -148,7 +132,7 @@ void main() {
     // The rest eight segments at a time, their loads issued before any is used.
     for (; s < S; s += 8u) {
       float v[8];
-      [[unroll]] for (uint i = 0; i < 8u; ++i) v[i] = s + i < S ? workspace[o0 + (s + i) * PR_HEAD_SIZE + d] : 0.0;
+      [[unroll]] for (uint i = 0; i < 8u; ++i) v[i] = s + i < S ? workspace_in[o0 + (s + i) * PR_HEAD_SIZE + d] : 0.0;
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc += s + i < S ? v[i] * seg_weight[s + i] : 0.0;
     }
     pa_write_out(token, head, d, acc * factor);

@@ -49,6 +49,7 @@
 #include "abi/paged_attention.h"
 #include "grid.glsl"
 #include "paged_attention_io.glsl"
+#include "split_kv_merge.glsl"
 
 #include "matrix_element.glsl"
 #include "attention_nonfinite.glsl"
@@ -863,4 +864,5 @@ void main() {
         pa_write_result(done, e / D, staged_dim(e % D), packed_exact_element(item, e / D, staged_dim(e % D), final_m[e / D]),
                         final_m[e / D], final_l[e / D]);
 #endif
+  pa_merge_when_last(done, item);
 }

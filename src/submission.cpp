@@ -6,6 +6,7 @@
 #include <string>
 
 #include "abi/common.h"
+#include "abi/paged_attention.h"
 #include "context_impl.hpp"
 
 namespace vkattn {
@@ -150,6 +151,11 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
       throw Error(who + "the block mask's " + (a >> 31 ? "full_kv_num_blocks" : "kv_num_blocks") + " row " +
                   std::to_string(a & 0x7FFFFFFFu) + " = " + std::to_string(static_cast<int32_t>(c)) +
                   " on the device (expected 0 to kv_blocks = " + std::to_string(b) + "); the count was clamped");
+    case abi::STATUS_SPLIT_COUNTER:
+      throw Error(who + "the split workspace's arrival counter of work item " + std::to_string(a) + " held " +
+                  std::to_string(b) + " when a segment arrived (expected fewer than the " + std::to_string(c) +
+                  " segments: the workspace's first " + std::to_string(4 * PA_SPLIT_COUNTER_WORDS) +
+                  " bytes must be zero before its first split run, and only split runs may write them); that item's rows were not written");
     case abi::STATUS_SUBGROUP_SIZE:
       throw Error(who + "the driver ran a kernel with subgroups of " + std::to_string(a) +
                   " invocations, but it was built for " + std::to_string(b) + "; nothing was computed (force VKATTN_PATH=scalar)");

@@ -113,6 +113,7 @@ std::string run_guarded(Context& ctx, const GuardedCase& c) {
   args.params.sliding_window = c.sliding_window;
   if (plan.workspace_bytes()) {
     GuardedBuffer& ws = guarded(plan.workspace_bytes(), "workspace");
+    std::memset(ws.data(), 0, std::min(plan.workspace_bytes(), kPagedAttentionWorkspaceCounterBytes));   // its arrival counters
     args.workspace = TensorView::contiguous(ws.ref(), DType::f32, {int64_t(plan.workspace_bytes() / 4)}, ws.offset());
   }
   install_guard_fault_reporter();

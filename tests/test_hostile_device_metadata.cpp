@@ -25,6 +25,7 @@
 #include "canary_arena.hpp"
 #include "guarded_memory.hpp"
 #include "hostile_generator.hpp"
+#include "hostile_views.hpp"
 #include "ops/paged_attention_plan.hpp"
 #include "runners/paged_attention_runner.hpp"
 #include "vk_test.hpp"
@@ -284,7 +285,10 @@ class HostileDeviceMetadata : public VkTest {
       write_i32(a.batch.query_start_loc, qsl);
       write_i32(a.batch.seq_lens, lens);
       write_i32(a.batch.block_table, table);
-      if (plan.split()) a.workspace = place(DType::f32, {int64_t(plan.workspace_bytes() / 4)}, "workspace", true);
+      if (plan.split()) {
+        a.workspace = place(DType::f32, {int64_t(plan.workspace_bytes() / 4)}, "workspace", true);
+        zero_workspace_counters(*arena_, *a.workspace);
+      }
       a.params.scale = 1.0f / std::sqrt(float(D));
       const std::vector<uint8_t> before(arena_->data(), arena_->data() + arena_->size());
       const std::size_t ci = r.below(static_cast<uint32_t>(caches_.size()));

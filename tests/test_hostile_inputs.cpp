@@ -252,8 +252,11 @@ class HostilePagedAttention : public HostileInputs {
     if (r.below(3) == 0) p.sinks = place_view(r, arena(r), DType::f32, {H}, "sinks");
     if (r.below(3) == 0)
       p.qq_bias = place_view(r, arena(r), DType::f32, {int64_t(plan.max_query_len()) + r.below(3), 1 + r.below(8)}, "qq_bias");
-    if (plan.split()) a.workspace = place_view(r, arena(r), DType::f32, {int64_t(plan.workspace_bytes() / 4) + r.below(16)}, "workspace");
-    else if (r.below(4) == 0) a.workspace = place_view(r, arena(r), DType::f32, {1 + r.below(64)}, "workspace");
+    if (plan.split()) {
+      CanaryArena& wa = arena(r);
+      a.workspace = place_view(r, wa, DType::f32, {int64_t(plan.workspace_bytes() / 4) + r.below(16)}, "workspace");
+      zero_workspace_counters(wa, *a.workspace);
+    } else if (r.below(4) == 0) a.workspace = place_view(r, arena(r), DType::f32, {1 + r.below(64)}, "workspace");
 
     const bool binds = T > 0 && plan.num_workgroups() > 0;
     const std::vector<DType> outs = {DType::f16, DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp8_e5m2};

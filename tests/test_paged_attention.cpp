@@ -542,6 +542,44 @@ TEST_P(PagedAttentionSegments, AgreeWithUnsegmented) {
   }
 }
 
+// Split runs whose last segment of each item merges the item
+// (PA_FLAG_MERGE_LAST: decode-kernel items) in the engine's workspace, every
+// word random before each run but the arrival counters, which are 0 as the
+// header asks; recorded anew each run, or one command buffer submitted again
+// (a replay), where each run must leave the counters 0 for the next. The last
+// of 3 runs is checked against the float64 reference (the outputs poisoned
+// before each).
+TEST_P(PagedAttentionSegments, MergedByTheLastSegmentInTheEnginesWorkspace) {
+  for (bool resubmit : {false, true}) {
+    for (uint32_t segments : {2u, 7u, 64u}) {
+      PagedAttentionCase c = GetParam().c;
+      c.split = SplitKv::on;
+      c.num_segments = segments;
+      c.runs = 3;
+      c.garbage_workspace = true;
+      c.resubmit = resubmit;
+      tool::PagedAttentionOutputs got;
+      auto r = tool::run_paged_attention(ctx(), c, &got);
+      EXPECT_TRUE(r.pass) << (resubmit ? "resubmitted, " : "recorded, ") << segments << " segments: " << r.summary << "\n"
+                          << r.failure;
+      EXPECT_TRUE(got.merge_last) << r.summary;
+    }
+  }
+}
+
+// Counters that are not 0 (a workspace not cleared before its first split
+// run, or written by something else): the segments report it rather than
+// merge from a count they cannot trust.
+TEST_P(PagedAttentionSegments, CountersThatAreNotZeroAreReported) {
+  PagedAttentionCase c = GetParam().c;
+  c.split = SplitKv::on;
+  c.num_segments = 5;
+  c.garbage_workspace = true;
+  c.junk_counters = true;
+  EXPECT_VKATTN_ERROR(tool::run_paged_attention(ctx(), c), "arrival counter of work item",
+                      "must be zero before its first split run");
+}
+
 std::vector<SplitCase> split_cases() {
   std::vector<SplitCase> v;
   {

@@ -300,6 +300,38 @@ TEST(PagedAttentionPlanSegments, ManyDecodesRunUnsplitInWorkgroupsOfFour) {
   }
 }
 
+// Which split plans merge in the attention kernel (Schedule::merge_last,
+// PA_FLAG_MERGE_LAST): those whose items are all the decode kernel's, up to
+// one arrival counter each; with prefill-kernel items, the reduce merges.
+TEST(PagedAttentionPlanSegments, DecodeSplitsMergeInTheLastSegment) {
+  const detail::ScheduleDevice dev = h200_coopmat2();
+  const detail::Schedule one = detail::schedule_paged_attention(dev, Batch({}, 1, 32768).p);
+  EXPECT_TRUE(one.split);
+  EXPECT_TRUE(one.merge_last);
+  EXPECT_EQ(one.workspace_bytes, kPagedAttentionWorkspaceCounterBytes + detail::partial_result_bytes(1, 32, 128, one.num_segments));
+  const detail::Schedule whole = detail::schedule_paged_attention(dev, Batch({}, 256, 4096).p);
+  EXPECT_FALSE(whole.split);
+  EXPECT_FALSE(whole.merge_last);
+  EXPECT_EQ(whole.workspace_bytes, 0u);
+  // `bench decode`'s varlen batch: its chunks' segments on the prefill kernel.
+  const detail::Schedule varlen = detail::schedule_paged_attention(dev, Batch({{1, 1328}, {5, 18}, {129, 463}, {1, 4096}, {64, 2048}}).p);
+  ASSERT_TRUE(varlen.prefill.on && varlen.split);
+  EXPECT_FALSE(varlen.merge_last);
+  // 513 sequences x 8 kv heads = 4104 items: more than the counters.
+  Batch many({}, 513, 4096);
+  many.p.split = SplitKv::on;
+  many.p.num_segments = 2;
+  many.p.workspace_bytes = 1ull << 30;
+  const detail::Schedule over = detail::schedule_paged_attention(dev, many.p);
+  EXPECT_TRUE(over.split);
+  EXPECT_FALSE(over.merge_last);
+  many.p.num_seqs = 512;
+  many.p.query_start_loc = std::span<const int32_t>(many.qsl.data(), 513);
+  many.p.seq_lens = std::span<const int32_t>(many.lens.data(), 512);
+  many.p.num_tokens = 512;
+  EXPECT_TRUE(detail::schedule_paged_attention(dev, many.p).merge_last);
+}
+
 // bf16 decode packs O's head slices (Schedule::pack_o, PA_PACK_O) for at
 // most one work item per SM: in 8-subgroup workgroups, and in 4-subgroup
 // ones only where each subgroup has one 16-key tile; f16 never.
@@ -511,9 +543,9 @@ TEST(PagedAttentionPlanRouting, ChunksTooFewToFillTheGpuTakeThePrefillKernelInSe
   q.num_segments = 3;
   EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
   q = varlen.p;
-  q.workspace_bytes = partial_result_bytes(200, 32, 128, 3) - 1;
+  q.workspace_bytes = split_workspace_bytes(200, 32, 128, 3) - 1;
   EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
-  q.workspace_bytes = partial_result_bytes(200, 32, 128, 3);
+  q.workspace_bytes = split_workspace_bytes(200, 32, 128, 3);
   EXPECT_TRUE(schedule_paged_attention(dev, q).prefill.on);
   // Not when it would take more than 4 segments: one 32-token chunk (128
   // rows, 8 workgroups) over 4096 keys stays on the decode kernel.

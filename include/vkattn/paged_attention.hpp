@@ -87,6 +87,10 @@ enum class PrefillKernel {
   on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel
 };
 
+// The leading bytes of a split run's workspace that must be zero before its
+// first split run (PagedAttentionArgs::workspace).
+inline constexpr uint64_t kPagedAttentionWorkspaceCounterBytes = 16384;
+
 // The size of the workspace an engine allocates once for split-KV partial
 // results, unless it passes its own PagedAttentionPlanOptions::workspace_bytes.
 inline constexpr uint64_t kDefaultPagedAttentionWorkspaceBytes = 64ull << 20;
@@ -135,10 +139,16 @@ struct PagedAttentionArgs {
   PagedAttentionBatchView batch;
   PagedAttentionParams params;
   // f32, at least plan.workspace_bytes() bytes, for a recorded run of a split
-  // plan (its contents are overwritten). Runs recorded one after another on a
-  // queue may share one (a split run starts with a barrier for that); runs
-  // that may overlap need their own. The synchronous form uses the Context's
-  // own when this is empty.
+  // plan. Its first kPagedAttentionWorkspaceCounterBytes hold arrival
+  // counters, with which the last segment of each decode work item to finish
+  // merges the segments (no reduce dispatch): they must be zero before the
+  // workspace's first split run (e.g. vkCmdFillBuffer or Buffer::fill(0) once
+  // after allocating it), and split runs leave them zero; nothing else may
+  // write them. A run that finds one that is not reports it (vkattn::Error
+  // from check_device_status) rather than merge. The rest is overwritten by
+  // every split run. Runs recorded one after another on a queue may share one
+  // (a split run starts with a barrier for that); runs that may overlap need
+  // their own. The synchronous form uses the Context's own when this is empty.
   std::optional<TensorView> workspace;
 };
 

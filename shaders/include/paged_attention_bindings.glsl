@@ -21,11 +21,17 @@ layout(set = 0, binding = PA_BINDING_BLOCK_TABLE, std430) readonly buffer BlockT
 layout(set = 0, binding = PA_BINDING_ALIBI, std430) readonly buffer Alibi { float alibi_words[]; };
 layout(set = 0, binding = PA_BINDING_SINKS, std430) readonly buffer Sinks { float sink_words[]; };
 layout(set = 0, binding = PA_BINDING_QQ_BIAS, std430) readonly buffer QqBias { float qq_bias_words[]; };
-// The attention kernels only write partial results, the reduce only reads them.
+// The attention kernels write partial results, the reduce reads them
+// (workspace_in); with PA_FLAG_MERGE_LAST an attention kernel's last segment
+// reads the others' as well, and counts arrivals in the counter words
+// (split_kv_merge.glsl): coherent, so that what one workgroup wrote before its
+// arrival reaches the one that merges.
 #ifdef VKATTN_PAGED_ATTENTION_REDUCE
-layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) readonly buffer Workspace { float workspace[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) readonly buffer Workspace { float workspace_in[]; };
 #else
-layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) writeonly buffer Workspace { float workspace[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent writeonly buffer Workspace { float workspace[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent readonly buffer WorkspaceIn { float workspace_in[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent buffer WorkspaceWords { uint workspace_words[]; };
 #endif
 
 // Element offset of view `v` (PA_VIEW_*) inside its binding.
@@ -88,15 +94,17 @@ void pa_write_lse(uint token, uint head, float lse) {
   lse_out[pa_view_offset(PA_VIEW_LSE) + token * pc.lse_token_stride + head] = lse;
 }
 
-// Split-KV partial results: for every (token, head, segment), head_size floats
-// of unnormalised output, then, after all of them, its (m, l) pair.
+// Split-KV partial results, after the arrival counters (abi/paged_attention.h):
+// for every (token, head, segment), head_size floats of unnormalised output,
+// then, after all of them, its (m, l) pair.
 uint pa_partial_slot(uint token, uint head, uint segment) {
   return (token * PA_NUM_Q_HEADS + head) * pc.num_segments + segment;
 }
+uint pa_partials_at() { return pa_view_offset(PA_VIEW_WORKSPACE) + PA_SPLIT_COUNTER_WORDS; }
 uint pa_partial_stats(uint slot) {
-  return pa_view_offset(PA_VIEW_WORKSPACE) + pc.num_tokens * PA_NUM_Q_HEADS * pc.num_segments * PA_HEAD_SIZE + slot * 2u;
+  return pa_partials_at() + pc.num_tokens * PA_NUM_Q_HEADS * pc.num_segments * PA_HEAD_SIZE + slot * 2u;
 }
-uint pa_partial_out(uint slot, uint d) { return pa_view_offset(PA_VIEW_WORKSPACE) + slot * PA_HEAD_SIZE + d; }
+uint pa_partial_out(uint slot, uint d) { return pa_partials_at() + slot * PA_HEAD_SIZE + d; }
 
 #ifndef VKATTN_PAGED_ATTENTION_REDUCE
 void pa_write_partial(uint token, uint head, uint segment, uint d, float o, float m, float l) {

@@ -84,6 +84,8 @@ void check_options(const PagedAttentionPlanOptions& o) {
 }
 
 // The lengths' sizes and order; returns the longest query.
+static_assert(kPagedAttentionWorkspaceCounterBytes == 4ull * PA_SPLIT_COUNTER_WORDS, "the header's counter bytes are the ABI's");
+
 uint32_t check_lengths(const PagedAttentionLengths& b) {
   const size_t n = b.seq_lens.size();
   if (b.query_start_loc.size() != n + 1)
@@ -497,6 +499,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   abi::PagedAttentionPush push{};
   push.chunk_table_address = cache.chunk_table_address();
   push.flags = sch.split ? abi::PA_FLAG_SPLIT : 0;
+  if (sch.merge_last) push.flags |= abi::PA_FLAG_MERGE_LAST;
   push.num_seqs = p.num_seqs;
   push.num_tokens = p.num_tokens;
   push.num_segments = sch.num_segments;
@@ -586,8 +589,9 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     record_next_dispatch(impl, cmd, *previous, *main, bindings, &push, grid_words, grid, op);
     previous = main;
   }
-  // (Joined prefill items with no decode-kernel items: nothing to merge.)
-  if (!sch.split || (joined && !main)) return;
+  // (Joined prefill items with no decode-kernel items: nothing to merge. With
+  // merge_last, the attention kernel merged.)
+  if (!sch.split || (joined && !main) || sch.merge_last) return;
 
   compute_barrier(impl, cmd);
   const abi::PagedAttentionReduceSpec rspec = reduce_spec(p, v, sch.num_segments);
@@ -620,6 +624,13 @@ void detail::run_paged_attention_now(Context& ctx, const PagedAttentionPlan& pla
     if (impl.sync_workspace.size < plan.workspace_bytes()) {
       release(impl, impl.sync_workspace);
       impl.sync_workspace = allocate(impl, plan.workspace_bytes(), MemoryKind::device_local, "paged_attention workspace");
+      // Its arrival counters start at 0 (abi/paged_attention.h); split runs leave them so.
+      impl.vk.vkCmdFillBuffer(cmd, impl.sync_workspace.buffer, 0, kPagedAttentionWorkspaceCounterBytes, 0u);
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      impl.vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                                   nullptr, 0, nullptr);
     }
     PagedAttentionArgs a = args;
     a.workspace = TensorView::contiguous({impl.sync_workspace.buffer, impl.sync_workspace.size, impl.id}, DType::f32,

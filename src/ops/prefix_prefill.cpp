@@ -79,6 +79,7 @@ PagedAttentionPlanOptions attention_options(const KvCacheConfig& cache, uint32_t
 // so that the two parts need not be apart), the prefill kernel's items whole.
 void mark_prefix_prefill(PagedAttentionPlanData& p, const KvCacheConfig& cache, DType q_dtype) {
   p.suffix = true;
+  p.schedule.merge_last = false;   // its two segments are its two key sources, merged by the reduce
   if (cache.dtype == q_dtype) join_prefix_prefill_items(p.schedule);
 }
 

@@ -34,6 +34,11 @@ uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_
   return num_tokens * num_q_heads * segments * (uint64_t(head_size) + 2) * 4;
 }
 
+uint64_t split_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments) {
+  if (num_tokens == 0) return 0;   // no rows: nothing to count or merge
+  return uint64_t(PA_SPLIT_COUNTER_WORDS) * 4 + partial_result_bytes(num_tokens, num_q_heads, head_size, segments);
+}
+
 Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_rows) {
   if (dev.path != Path::scalar) {
     // paged_attention_subgroup.comp: 8 or 16 rows, tiles of 16 keys, as many
@@ -50,8 +55,8 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     return {bm, 16, nw * sg, rows};
   }
   // Scalar: the largest tile whose shared memory fits the device.
-  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases
-    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + 1024u;
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases, merge flag
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + 1024u + 16u;
   };
   uint32_t bm = max_rows >= 16 ? 16u : std::bit_ceil(std::max<uint32_t>(max_rows, 1));
   uint32_t bn = head_size <= 128 ? 32 : 16;
@@ -279,10 +284,10 @@ Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const T
   if (workgroups >= sms) return {pre.bm, 0};
   if (p.split != SplitKv::automatic || workgroups == 0) return {};
   const uint64_t segments = (sms + workgroups - 1) / workgroups;
-  const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
   if (segments > kMaxRoutingSegments || longest / int64_t(segments) < kMinRoutingSegmentKeys ||
       decode_items >= kMaxRoutingDecodeItemsPerSm * sms ||
-      per_segment * segments > std::min(p.workspace_bytes, kMaxWorkspaceBytes))
+      split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, static_cast<uint32_t>(segments)) >
+          std::min(p.workspace_bytes, kMaxWorkspaceBytes))
     return {};
   return {pre.bm, static_cast<uint32_t>(segments)};
 }
@@ -360,17 +365,18 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
   const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
+  const uint64_t counters = split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, 0);
   const uint64_t capacity = std::min(p.workspace_bytes, kMaxWorkspaceBytes);
-  if ((segments > 1 || p.split == SplitKv::on) && per_segment * segments > capacity) {
+  if ((segments > 1 || p.split == SplitKv::on) && counters + per_segment * segments > capacity) {
     if (p.split == SplitKv::on)
-      fail(std::to_string(segments) + " segments need " + std::to_string(per_segment * segments) +
-           " bytes of partial results, more than the workspace's " + std::to_string(capacity) +
+      fail(std::to_string(segments) + " segments need " + std::to_string(counters + per_segment * segments) +
+           " bytes of arrival counters and partial results, more than the workspace's " + std::to_string(capacity) +
            " (PagedAttentionPlanOptions::workspace_bytes, at most the kernels' 2 GiB); use fewer segments or a larger workspace");
-    segments = std::max<uint64_t>(1, capacity / std::max<uint64_t>(per_segment, 1));
+    segments = capacity > counters ? std::max<uint64_t>(1, (capacity - counters) / std::max<uint64_t>(per_segment, 1)) : 1;
   }
   s.num_segments = static_cast<uint32_t>(segments);
   s.split = segments > 1 || p.split == SplitKv::on;
-  s.workspace_bytes = s.split ? per_segment * segments : 0;
+  s.workspace_bytes = s.split ? counters + per_segment * segments : 0;
 
   if (dev.path != Path::scalar) {
     // Items after the split: the longest is one segment of the longest item.
@@ -388,6 +394,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
   s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;
   if (routed && !any_prefill) s.prefill.on = false;   // a batch of decode rows only
+  // Each item's counter is one word of the workspace's PA_SPLIT_COUNTER_WORDS.
+  s.merge_last = s.split && !s.prefill.on && q_tiles * p.num_kv_heads <= PA_SPLIT_COUNTER_WORDS;
   if (s.prefill.on) s.prefill.num_workgroups = prefill_q_tiles * p.num_kv_heads * segments;
   for (uint64_t n : {q_tiles, prefill_q_tiles, s.num_workgroups, s.prefill.num_workgroups})
     if (n > UINT32_MAX) fail(std::to_string(n) + " workgroups are more than one dispatch holds (2^32 - 1)");

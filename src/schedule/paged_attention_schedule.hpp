@@ -72,7 +72,10 @@ struct Schedule {
   bool split = false;
   uint32_t num_segments = 1;
   uint64_t num_workgroups = 0;     // q_tiles * num_kv_heads * num_segments
-  uint64_t workspace_bytes = 0;    // split-KV partial results; 0 unsplit
+  uint64_t workspace_bytes = 0;    // split-KV arrival counters and partial results; 0 unsplit
+  // A split run's last segment of each item merges the item (PA_FLAG_MERGE_LAST),
+  // with no reduce dispatch: decode-kernel items only, at most PA_SPLIT_COUNTER_WORDS.
+  bool merge_last = false;
   // With a prefill part, the decode kernel takes the sequences of fewer than
   // prefill.min_rows rows and num_workgroups counts its workgroups only (0:
   // the batch has none of them).
@@ -114,6 +117,8 @@ Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size,
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
+// A split run's workspace: the arrival counters, then the partial results.
+uint64_t split_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
 
 // What the split and workgroup choices look at in a batch's work items
 // (one per q tile and kv head): how many, the longest and the total key count.

@@ -147,7 +147,10 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
     in->new_kv = std::make_unique<Buffer>(ctx, std::max<uint64_t>(2 * new_kv_bytes * copies, 16));
     in->new_kv->fill(sh.q_dtype == DType::bf16 ? 0x3DCD3E4Du : 0x2E663266u);
   }
-  if (in->plan->split()) in->workspace = std::make_unique<Buffer>(ctx, in->plan->workspace_bytes());
+  if (in->plan->split()) {
+    in->workspace = std::make_unique<Buffer>(ctx, in->plan->workspace_bytes());
+    in->workspace->fill(0u, 0, std::min(in->plan->workspace_bytes(), kPagedAttentionWorkspaceCounterBytes));   // its arrival counters
+  }
   for (uint32_t c = 0; c < copies; ++c) {
     PagedAttentionArgs a;
     a.q = TensorView::contiguous(*in->q, sh.q_dtype, {T, Hq, D}, c * qo_bytes);

@@ -12,9 +12,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 
+#include "context_impl.hpp"
+#include "abi/paged_attention.h"
 #include "gpu_timer.hpp"
 #include "ops/paged_attention_plan.hpp"   // (the plan's schedule, for the summary)
 
@@ -211,6 +214,69 @@ std::string seqs_text(const std::vector<std::pair<uint32_t, uint32_t>>& seqs) {
     s += (i ? "," : "") + std::to_string(seqs[i].first) + ":" + std::to_string(seqs[i].second);
   if (shown < seqs.size()) s += ",... (" + std::to_string(seqs.size()) + " in all)";
   return s;
+}
+
+// PagedAttentionCase::garbage_workspace's runs (and resubmit's).
+void run_on_garbage_workspace(Context& ctx, const PagedAttentionCase& c, uint64_t bytes, Buffer& obuf, Buffer& lbuf,
+                              const std::function<void(const std::optional<TensorView>&, VkCommandBuffer)>& run_once) {
+  using detail::vk_check;
+  Buffer wbuf(ctx, std::max<uint64_t>(bytes, 4));
+  const std::optional<TensorView> ws =
+      bytes ? std::optional<TensorView>(TensorView::contiguous(wbuf, DType::f32, {int64_t(bytes / 4)})) : std::nullopt;
+  ref::Rng rng(c.seed ^ 0x5eedu);
+  auto scribble = [&] {
+    std::vector<uint32_t> words(wbuf.size() / 4);
+    for (size_t i = 0; i < words.size(); ++i) {
+      const uint32_t r = uint32_t(rng.next());
+      // The counters: 0, or junk that no segment count reaches.
+      words[i] = i >= PA_SPLIT_COUNTER_WORDS ? r : c.junk_counters ? r | 0x10000u : 0u;
+    }
+    wbuf.upload(std::span<const uint32_t>(words));
+  };
+  const auto& vk = ctx.impl().vk;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  if (c.resubmit) {
+    VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pci.queueFamilyIndex = ctx.queue_family();
+    vk_check(vk.vkCreateCommandPool(ctx.device(), &pci, nullptr, &pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    vk_check(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cmd), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vk_check(vk.vkCreateFence(ctx.device(), &fci, nullptr, &fence), "vkCreateFence");
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk.vkBeginCommandBuffer(cmd, &bi);
+    run_once(ws, cmd);
+    vk.vkEndCommandBuffer(cmd);
+  }
+  for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
+    if (run > 0) {
+      obuf.fill(0xFFFFFFFFu);
+      lbuf.fill(0xFFFFFFFFu);
+    }
+    if (!c.resubmit) {
+      scribble();
+      ctx.submit_and_wait([&](VkCommandBuffer cb) { run_once(ws, cb); });
+      continue;
+    }
+    if (run == 0) scribble();
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    vk_check(vk.vkQueueSubmit(ctx.queue(), 1, &si, fence), "vkQueueSubmit");
+    vk_check(vk.vkWaitForFences(ctx.device(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    vk.vkResetFences(ctx.device(), 1, &fence);
+    ctx.check_device_status();
+  }
+  if (c.resubmit) {
+    vk.vkDestroyFence(ctx.device(), fence, nullptr);
+    vk.vkDestroyCommandPool(ctx.device(), pool, nullptr);
+    ctx.release_recorded_descriptor_sets();
+  }
 }
 
 }  // namespace
@@ -473,12 +539,16 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
       else paged_attention(ctx, plan, cache, a);
     }
   };
-  for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
-    if (run > 0) {
-      obuf.fill(0xFFFFFFFFu);
-      lbuf.fill(0xFFFFFFFFu);
+  if (c.garbage_workspace) {
+    run_on_garbage_workspace(ctx, c, plan.workspace_bytes(), obuf, lbuf, run_once);
+  } else {
+    for (uint32_t run = 0; run < std::max<uint32_t>(c.runs, 1); ++run) {
+      if (run > 0) {
+        obuf.fill(0xFFFFFFFFu);
+        lbuf.fill(0xFFFFFFFFu);
+      }
+      run_once(std::nullopt, VK_NULL_HANDLE);
     }
-    run_once(std::nullopt, VK_NULL_HANDLE);
   }
 
   std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(lse_bytes + kGuard);
@@ -666,6 +736,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     outputs->ref_lse = c.with_lse ? std::move(want.lse) : std::vector<double>{};
     outputs->split = plan.split();
     outputs->num_segments = plan.num_segments();
+    outputs->merge_last = plan.data().schedule.merge_last;
   }
 
   if (c.timing_repetitions > 0 && ctx.capabilities().timestamp_period_ns > 0) {
@@ -674,6 +745,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     std::optional<TensorView> ws;
     if (plan.split()) {
       workspace = Buffer(ctx, plan.workspace_bytes());
+      workspace.fill(0u, 0, std::min(plan.workspace_bytes(), kPagedAttentionWorkspaceCounterBytes));
       ws = TensorView::contiguous(workspace, DType::f32, {int64_t(plan.workspace_bytes() / 4)});
     }
     r.gpu_us = median_time_us(ctx, [&](VkCommandBuffer cmd) { run_once(ws, cmd); }, c.timing_repetitions);

@@ -74,6 +74,16 @@ struct PagedAttentionCase {
   // Runs of the plan before the check, the outputs poisoned again before each:
   // the last run's must be right (a plan is reusable; split-KV reuses its scratch).
   uint32_t runs = 1;
+  // The checked runs are recorded (the engine's form, not the synchronous
+  // one) with a workspace of their own whose every word is random before each
+  // run but the arrival counters, which are 0 (abi/paged_attention.h), or
+  // with junk_counters not.
+  bool garbage_workspace = false;
+  bool junk_counters = false;
+  // With garbage_workspace: the first run's command buffer is submitted again
+  // for every later run (a replayed command buffer), the workspace as the run
+  // before left it.
+  bool resubmit = false;
   uint32_t timing_repetitions = 20;
   // Runs after verification, just before timing (vkattn run: spin_up, bench/ceilings.hpp).
   std::function<void()> before_timing;
@@ -115,6 +125,7 @@ struct PagedAttentionOutputs {
   std::vector<double> out, lse, ref_out, ref_lse;
   bool split = false;
   uint32_t num_segments = 1;
+  bool merge_last = false;   // the attention kernel merged the segments (no reduce dispatch)
 };
 
 // The tolerance of a case (see the .cpp for the reasoning):

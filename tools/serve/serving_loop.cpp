@@ -313,6 +313,7 @@ ServingLoop::ServingLoop(Context& ctx, const ServeConfig& config, PFN_vkGetInsta
   std::memset(s.v.mapped(), 0x2E, s.v.size());
   s.out = Buffer(ctx, uint64_t(c.layers) * T * c.num_q_heads * c.head_size * 2);
   s.workspace = Buffer(ctx, kDefaultPagedAttentionWorkspaceBytes);
+  s.workspace.fill(0u, 0, kPagedAttentionWorkspaceCounterBytes);   // its split runs' arrival counters start at 0
   s.make_views();
 
   // Warm-up: every pipeline any step may use, before the first step.

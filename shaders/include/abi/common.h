@@ -59,6 +59,7 @@ VKA_CONST(STATUS_QUERY_LEN_PLAN, 7)      // details: sequence, query_len, the pl
 VKA_CONST(STATUS_PARAMETER, 8)           // details: which (0 alibi_slopes, 1 sinks), head, the value's bits
 VKA_CONST(STATUS_BLOCK_MASK_INDEX, 9)   // block_sparse_attention; details: mask row, list entry (| 2^31 in the full list), index
 VKA_CONST(STATUS_BLOCK_MASK_COUNT, 10)  // block_sparse_attention; details: mask row (| 2^31 for the full list's count), the lists' capacity, count
+VKA_CONST(STATUS_SPLIT_COUNTER, 11)       // paged_attention; details: work item, its arrival counter before this arrival, segments
 VKA_CONST(STATUS_WORDS, 4)
 
 #ifdef __cplusplus

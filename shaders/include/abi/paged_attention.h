@@ -48,6 +48,22 @@ VKA_CONST(PA_FLAG_SUFFIX, 2)             // prefix prefill (PA_KV_SUFFIX): the n
 VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_len 1 are not computed (out untouched)
 VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
 VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype: the prefill kernel's items are not split (below)
+VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an item's segments to finish merges them (below)
+
+// Split runs: the workspace starts with PA_SPLIT_COUNTER_WORDS arrival
+// counters, one per work item, and the partial results follow them (in every
+// split run, merged or not, so that no op's partial results land on the
+// counters). With PA_FLAG_MERGE_LAST (decode-kernel items only, at most
+// PA_SPLIT_COUNTER_WORDS of them) each segment adds 1 to its item's counter
+// after writing its partial results; the one that makes it num_segments
+// merges the item's segments and sets it back to 0, and no reduce is
+// dispatched: a dependent dispatch cost as much as the attention of a short
+// decode (DEVELOPERS.md, "Merging split-KV segments in the attention
+// kernel"). So the counters are 0 between runs: the engine's workspace must
+// hold zeros there before its first split run (paged_attention.hpp), and a
+// segment that finds num_segments or more reports it (STATUS_SPLIT_COUNTER)
+// rather than merge.
+#define PA_SPLIT_COUNTER_WORDS 4096u
 
 // Prefix prefill (reference kernel 000): with PA_KV_SUFFIX, a sequence's keys
 // [0, ctx) come from the cache and [ctx, seq_len) from the new K/V views
@@ -208,7 +224,7 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 #define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
   (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
    3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * 16u /* final_m, final_l */ +           \
-   4u * 16u /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */)
+   4u * 16u /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */ + 16u /* split_kv_merge.glsl's flag */)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \

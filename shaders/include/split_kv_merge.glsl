@@ -1,0 +1,98 @@
+// Merging split-KV segments: each (token, q head) row's partial results
+// (paged_attention_bindings.glsl) combined with the online softmax, by the
+// reduce (paged_attention_reduce.comp, few segments per row) or, with
+// PA_FLAG_MERGE_LAST, by the attention kernel's workgroup that finishes its
+// item's segments last (abi/paged_attention.h has the counters' rules). One
+// code for both, so a merged output is the same whichever merged it.
+//
+// The includer has included paged_attention_bindings.glsl (and, for the
+// attention kernels' part, paged_attention_io.glsl's PaItem).
+#ifndef VKATTN_SPLIT_KV_MERGE_GLSL
+#define VKATTN_SPLIT_KV_MERGE_GLSL
+#include "online_softmax.glsl"
+
+// Segments whose loads are issued together: a loop of one segment's loads
+// after another waits on each one's latency in turn.
+const uint PA_MERGE_BATCH = 8u;
+
+// Row (token, head)'s segments combined for dims d0 .. d0 + 3: the
+// unnormalised output `acc` and the row's running max m and exp-sum l.
+void pa_merge_segments4(uint token, uint head, uint d0, out vec4 acc, out float m, out float l) {
+  const uint S = pc.num_segments;
+  const uint slot0 = pa_partial_slot(token, head, 0u);
+  const uint stats = pa_partial_stats(slot0), o0 = pa_partial_out(slot0, d0);
+  acc = vec4(0.0);
+  m = VKA_NEG_INF;
+  l = 0.0;
+  for (uint s0 = 0u; s0 < S; s0 += PA_MERGE_BATCH) {
+    float ms[PA_MERGE_BATCH], ls[PA_MERGE_BATCH];
+    vec4 os[PA_MERGE_BATCH];
+    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
+      const uint s = s0 + i, at = o0 + s * PA_HEAD_SIZE;
+      const bool here = s < S;
+      ms[i] = here ? workspace_in[stats + s * 2u] : VKA_NEG_INF;
+      ls[i] = here ? workspace_in[stats + s * 2u + 1u] : 0.0;
+      os[i] = here ? vec4(workspace_in[at], workspace_in[at + 1u], workspace_in[at + 2u], workspace_in[at + 3u]) : vec4(0.0);
+    }
+    float mn = m;
+    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) mn = max(mn, ms[i]);
+    const float alpha = vka_exp_diff(m, mn);
+    acc *= alpha;
+    l *= alpha;
+    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
+      const float w = vka_exp_diff(ms[i], mn);
+      acc += w * os[i];
+      l += w * ls[i];
+    }
+    m = mn;
+  }
+}
+
+// Writes dims d0 .. d0 + 3 of row (token, head) from its merged segments (and
+// its LSE, by the invocation of dim 0), the sink counted once.
+void pa_write_merged4(uint token, uint head, uint d0) {
+  vec4 acc;
+  float m, l, factor, lse;
+  pa_merge_segments4(token, head, d0, acc, m, l);
+  const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, d0 == 0u) : VKA_NEG_INF;
+  vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) pa_write_out(token, head, d0 + i, acc[i] * factor);
+  if (PA_WRITE_LSE != 0u && d0 == 0u) pa_write_lse(token, head, lse);
+}
+
+#ifndef VKATTN_PAGED_ATTENTION_REDUCE
+shared uint pa_merge_flag;   // (abi/paged_attention.h counts it in the kernels' shared memory)
+
+// Counts this workgroup's segment of item `item` (items numbered before
+// segments) and returns whether it was the item's last: one invocation.
+bool pa_arrive_last(uint item) {
+  const uint at = pa_view_offset(PA_VIEW_WORKSPACE) + item;
+  const uint before = atomicAdd(workspace_words[at], 1u);
+  if (before >= pc.num_segments) {   // not this run's count: the counter was not 0
+    vka_report(STATUS_SPLIT_COUNTER, item, before, pc.num_segments);
+    return false;
+  }
+  if (before + 1u < pc.num_segments) return false;
+  atomicExchange(workspace_words[at], 0u);   // for the next run
+  return true;
+}
+
+// After this workgroup wrote its segment of item `it` (workgroup wg): with
+// PA_FLAG_MERGE_LAST, the item's last segment to arrive writes its rows'
+// outputs from all segments. Every invocation calls it (it has barriers).
+void pa_merge_when_last(PaItem it, uint wg) {
+  if ((pc.flags & PA_FLAG_MERGE_LAST) == 0u) return;
+  memoryBarrierBuffer();   // this invocation's partial results, before the arrival
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) pa_merge_flag = pa_arrive_last(wg / pc.num_segments) ? 1u : 0u;
+  barrier();
+  if (pa_merge_flag == 0u) return;
+  memoryBarrierBuffer();   // the other segments' results, after their arrivals
+  const uint quads = PA_HEAD_SIZE / 4u;
+  for (uint e = gl_LocalInvocationIndex; e < it.row_count * quads; e += PA_WORKGROUP_SIZE) {
+    const uint row = it.row_start + e / quads;
+    pa_write_merged4(it.token0 + row / PA_GQA, it.kv_head * PA_GQA + row % PA_GQA, (e % quads) * 4u);
+  }
+}
+#endif
+#endif
