@@ -49,6 +49,8 @@
 #include "abi/paged_attention.h"
 #include "grid.glsl"
 #include "paged_attention_io.glsl"
+#define PA_MERGE_BATCH 8u           // (split_kv_merge.glsl)
+#define PA_MERGE_LOOP [[unroll]]
 #include "split_kv_merge.glsl"
 
 #include "matrix_element.glsl"
@@ -685,7 +687,7 @@ void main() {
 #define ADD_PV_HALF(j, first)                                                                        \
     if ((j < DT / 2u) == first) {                                                                    \
       MatA va;                                                                                       \
-      coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * (j % (DT / 2u + (DT < 2u ? 1u : 0u))), SROW, gl_CooperativeMatrixLayoutColumnMajor); \
+      coopMatLoad(va, stage, TILES_AT + warp * TILE_VEC4 + 2u * (j - (first ? 0u : DT / 2u)), SROW, gl_CooperativeMatrixLayoutColumnMajor); \
       o##j = coopMatMulAdd(va, pb, o##j);                                                            \
     }
 #define ADD_PV_LOW(j) ADD_PV_HALF(j, true)

@@ -51,7 +51,7 @@ inline TensorView place_view(ref::Rng& r, CanaryArena& a, DType t, std::vector<i
 // A split run's workspace as the header asks for it: its arrival counters 0.
 inline void zero_workspace_counters(CanaryArena& a, const TensorView& ws) {
   const std::vector<uint8_t> zeros(std::min<uint64_t>(ws.end_byte() - ws.offset, kPagedAttentionWorkspaceCounterBytes), 0);
-  a.write(ws.offset, zeros.data(), zeros.size());
+  if (!zeros.empty()) a.write(ws.offset, zeros.data(), zeros.size());
 }
 
 // Breaks `v` in one random way and says what the error must name; nullopt

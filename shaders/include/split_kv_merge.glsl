@@ -11,9 +11,18 @@
 #define VKATTN_SPLIT_KV_MERGE_GLSL
 #include "online_softmax.glsl"
 
-// Segments whose loads are issued together: a loop of one segment's loads
-// after another waits on each one's latency in turn.
-const uint PA_MERGE_BATCH = 8u;
+// Segments whose loads are issued together (a loop of one segment's loads
+// after another waits on each one's latency in turn), in unrolled loops: the
+// decode kernel, the merge's user on GPUs, takes 8 (#define PA_MERGE_BATCH 8u
+// and PA_MERGE_LOOP [[unroll]] before including this). Elsewhere one at a
+// time in loops: lavapipe compiles every pipeline through LLVM at its first
+// use, and with the decode kernel's form the scalar kernel's and the
+// reduce's pipelines took about 1.7x as long to compile (CI's tests 40%
+// longer).
+#ifndef PA_MERGE_BATCH
+#define PA_MERGE_BATCH 1u
+#define PA_MERGE_LOOP [[dont_unroll]]
+#endif
 
 // Row (token, head)'s segments combined for dims d0 .. d0 + 3: the
 // unnormalised output `acc` and the row's running max m and exp-sum l.
@@ -27,7 +36,7 @@ void pa_merge_segments4(uint token, uint head, uint d0, out vec4 acc, out float 
   for (uint s0 = 0u; s0 < S; s0 += PA_MERGE_BATCH) {
     float ms[PA_MERGE_BATCH], ls[PA_MERGE_BATCH];
     vec4 os[PA_MERGE_BATCH];
-    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
+    PA_MERGE_LOOP for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
       const uint s = s0 + i, at = o0 + s * PA_HEAD_SIZE;
       const bool here = s < S;
       ms[i] = here ? workspace_in[stats + s * 2u] : VKA_NEG_INF;
@@ -35,11 +44,11 @@ void pa_merge_segments4(uint token, uint head, uint d0, out vec4 acc, out float 
       os[i] = here ? vec4(workspace_in[at], workspace_in[at + 1u], workspace_in[at + 2u], workspace_in[at + 3u]) : vec4(0.0);
     }
     float mn = m;
-    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) mn = max(mn, ms[i]);
+    PA_MERGE_LOOP for (uint i = 0u; i < PA_MERGE_BATCH; ++i) mn = max(mn, ms[i]);
     const float alpha = vka_exp_diff(m, mn);
     acc *= alpha;
     l *= alpha;
-    [[unroll]] for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
+    PA_MERGE_LOOP for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
       const float w = vka_exp_diff(ms[i], mn);
       acc += w * os[i];
       l += w * ls[i];
@@ -56,7 +65,7 @@ void pa_write_merged4(uint token, uint head, uint d0) {
   pa_merge_segments4(token, head, d0, acc, m, l);
   const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, d0 == 0u) : VKA_NEG_INF;
   vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) pa_write_out(token, head, d0 + i, acc[i] * factor);
+  PA_MERGE_LOOP for (uint i = 0u; i < 4u; ++i) pa_write_out(token, head, d0 + i, acc[i] * factor);
   if (PA_WRITE_LSE != 0u && d0 == 0u) pa_write_lse(token, head, lse);
 }
 
