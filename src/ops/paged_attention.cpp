@@ -83,9 +83,9 @@ void check_options(const PagedAttentionPlanOptions& o) {
          ") is not supported: expected automatic, off or on");
 }
 
-// The lengths' sizes and order; returns the longest query.
 static_assert(kPagedAttentionWorkspaceCounterBytes == 4ull * PA_SPLIT_COUNTER_WORDS, "the header's counter bytes are the ABI's");
 
+// The lengths' sizes and order; returns the longest query.
 uint32_t check_lengths(const PagedAttentionLengths& b) {
   const size_t n = b.seq_lens.size();
   if (b.query_start_loc.size() != n + 1)

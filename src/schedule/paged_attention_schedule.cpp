@@ -365,7 +365,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
   const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
-  const uint64_t counters = split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, 0);
+  const uint64_t counters = split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, 0);   // the arrival counters alone
   const uint64_t capacity = std::min(p.workspace_bytes, kMaxWorkspaceBytes);
   if ((segments > 1 || p.split == SplitKv::on) && counters + per_segment * segments > capacity) {
     if (p.split == SplitKv::on)
