@@ -119,4 +119,12 @@ void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd) {
                                0, nullptr, 0, nullptr);
 }
 
+void transfer_to_compute_barrier(ContextImpl& impl, VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  impl.vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                               nullptr, 0, nullptr);
+}
+
 }  // namespace vkattn::detail

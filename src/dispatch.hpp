@@ -60,5 +60,8 @@ void record_next_dispatch(ContextImpl& impl, VkCommandBuffer cmd, const Pipeline
 
 // Barrier between dependent dispatches of one op.
 void compute_barrier(ContextImpl& impl, VkCommandBuffer cmd);
+// Barrier between a transfer (a fill, a copy) and the dispatches that read or
+// write what it wrote.
+void transfer_to_compute_barrier(ContextImpl& impl, VkCommandBuffer cmd);
 
 }  // namespace vkattn::detail

@@ -626,11 +626,7 @@ void detail::run_paged_attention_now(Context& ctx, const PagedAttentionPlan& pla
       impl.sync_workspace = allocate(impl, plan.workspace_bytes(), MemoryKind::device_local, "paged_attention workspace");
       // Its arrival counters start at 0 (abi/paged_attention.h); split runs leave them so.
       impl.vk.vkCmdFillBuffer(cmd, impl.sync_workspace.buffer, 0, kPagedAttentionWorkspaceCounterBytes, 0u);
-      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      impl.vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
-                                   nullptr, 0, nullptr);
+      transfer_to_compute_barrier(impl, cmd);
     }
     PagedAttentionArgs a = args;
     a.workspace = TensorView::contiguous({impl.sync_workspace.buffer, impl.sync_workspace.size, impl.id}, DType::f32,

@@ -65,11 +65,7 @@ BenchOp dispatch_op(Context& ctx, uint32_t dispatches, bool fill = false) {
   op.record = [&ctx, bufs, dispatches, fill](VkCommandBuffer cmd, uint32_t) {
     if (fill) {
       ctx.impl().vk.vkCmdFillBuffer(cmd, (*bufs)[0].handle(), 0, kFillBytes, 0u);
-      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-      ctx.impl().vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
-                                         nullptr, 0, nullptr);
+      detail::transfer_to_compute_barrier(ctx.impl(), cmd);
     }
     for (uint32_t i = 0; i < dispatches; ++i) {
       if (i) detail::compute_barrier(ctx.impl(), cmd);   // the barrier the ops record before their reduce

@@ -17,7 +17,6 @@
 #include <sstream>
 
 #include "context_impl.hpp"
-#include "abi/paged_attention.h"
 #include "gpu_timer.hpp"
 #include "ops/paged_attention_plan.hpp"   // (the plan's schedule, for the summary)
 
@@ -229,14 +228,28 @@ void run_on_garbage_workspace(Context& ctx, const PagedAttentionCase& c, uint64_
     for (size_t i = 0; i < words.size(); ++i) {
       const uint32_t r = uint32_t(rng.next());
       // The counters: 0, or junk that no segment count reaches.
-      words[i] = i >= PA_SPLIT_COUNTER_WORDS ? r : c.junk_counters ? r | 0x10000u : 0u;
+      words[i] = i >= kPagedAttentionWorkspaceCounterBytes / 4 ? r : c.junk_counters ? r | 0x10000u : 0u;
     }
     wbuf.upload(std::span<const uint32_t>(words));
   };
   const auto& vk = ctx.impl().vk;
-  VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
+  // resubmit's command buffer of its own, released however the runs end.
+  struct OwnSubmission {
+    Context& ctx;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    ~OwnSubmission() {
+      const auto& v = ctx.impl().vk;
+      if (fence) v.vkDestroyFence(ctx.device(), fence, nullptr);
+      if (!pool) return;
+      v.vkDestroyCommandPool(ctx.device(), pool, nullptr);
+      ctx.release_recorded_descriptor_sets();
+    }
+  } own{ctx};
+  VkCommandPool& pool = own.pool;
+  VkCommandBuffer& cmd = own.cmd;
+  VkFence& fence = own.fence;
   if (c.resubmit) {
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.queueFamilyIndex = ctx.queue_family();
@@ -271,11 +284,6 @@ void run_on_garbage_workspace(Context& ctx, const PagedAttentionCase& c, uint64_
     vk_check(vk.vkWaitForFences(ctx.device(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     vk.vkResetFences(ctx.device(), 1, &fence);
     ctx.check_device_status();
-  }
-  if (c.resubmit) {
-    vk.vkDestroyFence(ctx.device(), fence, nullptr);
-    vk.vkDestroyCommandPool(ctx.device(), pool, nullptr);
-    ctx.release_recorded_descriptor_sets();
   }
 }
 
