@@ -23,15 +23,23 @@ layout(set = 0, binding = PA_BINDING_SINKS, std430) readonly buffer Sinks { floa
 layout(set = 0, binding = PA_BINDING_QQ_BIAS, std430) readonly buffer QqBias { float qq_bias_words[]; };
 // The attention kernels write partial results, the reduce reads them
 // (workspace_in); with PA_FLAG_MERGE_LAST an attention kernel's last segment
-// reads the others' as well, and counts arrivals in the counter words
-// (split_kv_merge.glsl): coherent, so that what one workgroup wrote before its
-// arrival reaches the one that merges.
+// reads the others' as well (a segment's 4 dims, or its (m, l) pair, in one
+// load: abi/paged_attention.h aligns them), and counts arrivals in the
+// counter words. Shared across workgroups: `nonprivate` in the matrix
+// kernels, whose fences make them available and visible, `coherent` in the
+// scalar one (split_kv_merge.glsl says why).
 #ifdef VKATTN_PAGED_ATTENTION_REDUCE
 layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) readonly buffer Workspace { float workspace_in[]; };
 #else
-layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent writeonly buffer Workspace { float workspace[]; };
-layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent readonly buffer WorkspaceIn { float workspace_in[]; };
+#if VKATTN_PATH != 0
+#define PA_WORKSPACE_SHARED nonprivate
+#else
+#define PA_WORKSPACE_SHARED coherent
+#endif
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED writeonly buffer Workspace { float workspace[]; };
 layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent buffer WorkspaceWords { uint workspace_words[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED readonly buffer WorkspaceIn4 { vec4 workspace_in4[]; };
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED readonly buffer WorkspaceIn2 { vec2 workspace_in2[]; };
 #endif
 
 // Element offset of view `v` (PA_VIEW_*) inside its binding.
@@ -100,7 +108,10 @@ void pa_write_lse(uint token, uint head, float lse) {
 uint pa_partial_slot(uint token, uint head, uint segment) {
   return (token * PA_NUM_Q_HEADS + head) * pc.num_segments + segment;
 }
-uint pa_partials_at() { return pa_view_offset(PA_VIEW_WORKSPACE) + PA_SPLIT_COUNTER_WORDS; }
+uint pa_partials_at() {
+  const uint end = pa_view_offset(PA_VIEW_WORKSPACE) + PA_SPLIT_COUNTER_WORDS;
+  return (end + PA_PARTIALS_ALIGN_WORDS - 1u) / PA_PARTIALS_ALIGN_WORDS * PA_PARTIALS_ALIGN_WORDS;
+}
 uint pa_partial_stats(uint slot) {
   return pa_partials_at() + pc.num_tokens * PA_NUM_Q_HEADS * pc.num_segments * PA_HEAD_SIZE + slot * 2u;
 }

@@ -39,9 +39,16 @@ void pa_merge_segments4(uint token, uint head, uint d0, out vec4 acc, out float 
     PA_MERGE_LOOP for (uint i = 0u; i < PA_MERGE_BATCH; ++i) {
       const uint s = s0 + i, at = o0 + s * PA_HEAD_SIZE;
       const bool here = s < S;
+#ifdef VKATTN_PAGED_ATTENTION_REDUCE
       ms[i] = here ? workspace_in[stats + s * 2u] : VKA_NEG_INF;
       ls[i] = here ? workspace_in[stats + s * 2u + 1u] : 0.0;
       os[i] = here ? vec4(workspace_in[at], workspace_in[at + 1u], workspace_in[at + 2u], workspace_in[at + 3u]) : vec4(0.0);
+#else
+      const vec2 st = here ? workspace_in2[(stats + s * 2u) / 2u] : vec2(VKA_NEG_INF, 0.0);
+      ms[i] = st.x;
+      ls[i] = st.y;
+      os[i] = here ? workspace_in4[at / 4u] : vec4(0.0);
+#endif
     }
     float mn = m;
     PA_MERGE_LOOP for (uint i = 0u; i < PA_MERGE_BATCH; ++i) mn = max(mn, ms[i]);
@@ -70,6 +77,28 @@ void pa_write_merged4(uint token, uint head, uint d0) {
 }
 
 #ifndef VKATTN_PAGED_ATTENTION_REDUCE
+// How the segments' partial results reach the merging workgroup: CUDA's
+// threadFenceReduction pattern in Vulkan's scoped form. Every invocation
+// makes its own partial results available at queue-family scope (a release
+// fence: it waits for its stores), a workgroup barrier, then one invocation
+// counts the arrival with a relaxed atomic; in the workgroup that arrives
+// last, after a barrier, every invocation's acquire fence makes the others'
+// results visible to its loads. The matrix kernels use the Vulkan memory
+// model (cooperative matrices bring it), where partial results are
+// `nonprivate` rather than `coherent` (per access): on an H200 the loads
+// then take a merge 0.1-0.6 µs less, and an atomic with acquire-release
+// semantics of its own cost 0.6 µs more than these fences (DEVELOPERS.md,
+// "Merging split-KV segments in the attention kernel"). The scalar kernel
+// keeps GLSL's own model: `coherent` and memoryBarrierBuffer.
+#if VKATTN_PATH != 0
+#define PA_MERGE_RELEASE() memoryBarrier(gl_ScopeQueueFamily, gl_StorageSemanticsBuffer, gl_SemanticsRelease | gl_SemanticsMakeAvailable)
+#define PA_MERGE_BARRIER() controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
+#define PA_MERGE_ACQUIRE() memoryBarrier(gl_ScopeQueueFamily, gl_StorageSemanticsBuffer, gl_SemanticsAcquire | gl_SemanticsMakeVisible)
+#else
+#define PA_MERGE_RELEASE() memoryBarrierBuffer()
+#define PA_MERGE_BARRIER() barrier()
+#define PA_MERGE_ACQUIRE() memoryBarrierBuffer()
+#endif
 shared uint pa_merge_flag;   // (abi/paged_attention.h counts it in the kernels' shared memory)
 
 // Counts this workgroup's segment of item `item` (items numbered before
@@ -91,12 +120,12 @@ bool pa_arrive_last(uint item) {
 // outputs from all segments. Every invocation calls it (it has barriers).
 void pa_merge_when_last(PaItem it, uint wg) {
   if ((pc.flags & PA_FLAG_MERGE_LAST) == 0u) return;
-  memoryBarrierBuffer();   // this invocation's partial results, before the arrival
-  barrier();
+  PA_MERGE_RELEASE();   // this invocation's partial results, before the arrival
+  PA_MERGE_BARRIER();
   if (gl_LocalInvocationIndex == 0u) pa_merge_flag = pa_arrive_last(wg / pc.num_segments) ? 1u : 0u;
-  barrier();
+  PA_MERGE_BARRIER();
   if (pa_merge_flag == 0u) return;
-  memoryBarrierBuffer();   // the other segments' results, after their arrivals
+  PA_MERGE_ACQUIRE();   // the other segments' results, after their arrivals
   const uint quads = PA_HEAD_SIZE / 4u;
   for (uint e = gl_LocalInvocationIndex; e < it.row_count * quads; e += PA_WORKGROUP_SIZE) {
     const uint row = it.row_start + e / quads;

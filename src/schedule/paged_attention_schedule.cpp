@@ -36,7 +36,8 @@ uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_
 
 uint64_t split_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments) {
   if (num_tokens == 0) return 0;   // no rows: nothing to count or merge
-  return uint64_t(PA_SPLIT_COUNTER_WORDS) * 4 + partial_result_bytes(num_tokens, num_q_heads, head_size, segments);
+  return uint64_t(PA_SPLIT_COUNTER_WORDS + PA_PARTIALS_ALIGN_WORDS - 1) * 4 +
+         partial_result_bytes(num_tokens, num_q_heads, head_size, segments);
 }
 
 Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_rows) {

@@ -117,7 +117,8 @@ Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size,
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
-// A split run's workspace: the arrival counters, then the partial results.
+// A split run's workspace: the arrival counters, the gap that aligns what
+// follows (abi/paged_attention.h), then the partial results.
 uint64_t split_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
 
 // What the split and workgroup choices look at in a batch's work items

@@ -219,18 +219,34 @@ std::string seqs_text(const std::vector<std::pair<uint32_t, uint32_t>>& seqs) {
 void run_on_garbage_workspace(Context& ctx, const PagedAttentionCase& c, uint64_t bytes, Buffer& obuf, Buffer& lbuf,
                               const std::function<void(const std::optional<TensorView>&, VkCommandBuffer)>& run_once) {
   using detail::vk_check;
-  Buffer wbuf(ctx, std::max<uint64_t>(bytes, 4));
-  const std::optional<TensorView> ws =
-      bytes ? std::optional<TensorView>(TensorView::contiguous(wbuf, DType::f32, {int64_t(bytes / 4)})) : std::nullopt;
+  // The view, with random guard words on both sides (checked after the runs).
+  constexpr uint64_t kGuardWords = 64;
+  const uint64_t first = uint64_t(c.workspace_offset_words), view_words = bytes / 4;
+  Buffer wbuf(ctx, (first + view_words + kGuardWords) * 4);
+  std::optional<TensorView> ws;
+  if (bytes) {
+    ws = TensorView::contiguous(wbuf, DType::f32, {int64_t(view_words)});
+    ws->offset = first * 4;
+  }
   ref::Rng rng(c.seed ^ 0x5eedu);
+  std::vector<uint32_t> words(wbuf.size() / 4);
   auto scribble = [&] {
-    std::vector<uint32_t> words(wbuf.size() / 4);
     for (size_t i = 0; i < words.size(); ++i) {
       const uint32_t r = uint32_t(rng.next());
       // The counters: 0, or junk that no segment count reaches.
-      words[i] = i >= kPagedAttentionWorkspaceCounterBytes / 4 ? r : c.junk_counters ? r | 0x10000u : 0u;
+      const bool counter = i >= first && i - first < kPagedAttentionWorkspaceCounterBytes / 4;
+      words[i] = !counter ? r : c.junk_counters ? r | 0x10000u : 0u;
     }
     wbuf.upload(std::span<const uint32_t>(words));
+  };
+  // Whether a run wrote outside the view.
+  auto check_guards = [&] {
+    std::vector<uint32_t> now(words.size());
+    wbuf.download(now.data(), now.size() * 4);
+    for (size_t i = 0; i < now.size(); ++i)
+      if ((i < first || i >= first + view_words) && now[i] != words[i])
+        throw Error("paged-attention: the split workspace's word " + std::to_string(i) + " (the view holds words " +
+                    std::to_string(first) + " to " + std::to_string(first + view_words - 1) + ") was written");
   };
   const auto& vk = ctx.impl().vk;
   // resubmit's command buffer of its own, released however the runs end.
@@ -285,6 +301,7 @@ void run_on_garbage_workspace(Context& ctx, const PagedAttentionCase& c, uint64_
     vk.vkResetFences(ctx.device(), 1, &fence);
     ctx.check_device_status();
   }
+  check_guards();
 }
 
 }  // namespace

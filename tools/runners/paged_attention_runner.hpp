@@ -84,6 +84,10 @@ struct PagedAttentionCase {
   // for every later run (a replayed command buffer), the workspace as the run
   // before left it.
   bool resubmit = false;
+  // With garbage_workspace: the workspace view starts this many floats into
+  // its buffer (an offset the kernels' 16-byte loads must align past), and
+  // the words around it, random too, must be as they were after the runs.
+  uint32_t workspace_offset_words = 0;
   uint32_t timing_repetitions = 20;
   // Runs after verification, just before timing (vkattn run: spin_up, bench/ceilings.hpp).
   std::function<void()> before_timing;

@@ -64,6 +64,12 @@ VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an i
 // segment that finds num_segments or more reports it (STATUS_SPLIT_COUNTER)
 // rather than merge.
 #define PA_SPLIT_COUNTER_WORDS 4096u
+// The partial results start at the first multiple of PA_PARTIALS_ALIGN_WORDS
+// words of the binding at or after the counters' end, so that a merge reads a
+// segment's 4 dims, and its (m, l) pair, as one load each; the workspace's
+// size counts the gap (at most PA_PARTIALS_ALIGN_WORDS - 1 words) that the
+// view's offset inside its binding may leave.
+#define PA_PARTIALS_ALIGN_WORDS 4u
 
 // Prefix prefill (reference kernel 000): with PA_KV_SUFFIX, a sequence's keys
 // [0, ctx) come from the cache and [ctx, seq_len) from the new K/V views
