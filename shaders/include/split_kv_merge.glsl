@@ -85,11 +85,11 @@ void pa_write_merged4(uint token, uint head, uint d0) {
 // last, after a barrier, every invocation's acquire fence makes the others'
 // results visible to its loads. The matrix kernels use the Vulkan memory
 // model (cooperative matrices bring it), where partial results are
-// `nonprivate` rather than `coherent` (per access): on an H200 the loads
-// then take a merge 0.1-0.6 µs less, and an atomic with acquire-release
-// semantics of its own cost 0.6 µs more than these fences (DEVELOPERS.md,
-// "Merging split-KV segments in the attention kernel"). The scalar kernel
-// keeps GLSL's own model: `coherent` and memoryBarrierBuffer.
+// `nonprivate` rather than `coherent` (made available or visible access by
+// access), which made the merge faster on an H200, as did these fences over
+// an atomic with acquire-release semantics of its own (DEVELOPERS.md,
+// "Merging split-KV segments in the attention kernel" has the figures). The
+// scalar kernel keeps GLSL's own model: `coherent` and memoryBarrierBuffer.
 #if VKATTN_PATH != 0
 #define PA_MERGE_RELEASE() memoryBarrier(gl_ScopeQueueFamily, gl_StorageSemanticsBuffer, gl_SemanticsRelease | gl_SemanticsMakeAvailable)
 #define PA_MERGE_BARRIER() controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared, gl_SemanticsAcquireRelease)
