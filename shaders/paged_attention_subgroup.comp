@@ -101,12 +101,39 @@ const bool SWAP_DIMS = WIDE;
 // same order of dims. (At head size 64 the rows' padding already spreads the
 // halves side by side over the banks.)
 const bool HALVES = WIDE ? PA_HEAD_SIZE / 16u >= 8u : false;   // (glslang emits no spec-constant &&)
+// REGISTER_MATRICES (the host's PA_REGISTER_MATRICES, where the Context found
+// the device's matrix element order to be abi/matrix_element_order.h's): the
+// WIDE pieces of head size 128 are not staged. Each lane loads the cache
+// bytes of its own elements of the K and V^T matrices, converts them as
+// staging does, and sets the elements (lane 4 g + t: K rows g and g + 8 are
+// keys, its columns the dims below; V^T's rows g and g + 8 are dims, its
+// columns keys 2t, 2t + 1, 2t + 8, 2t + 9). The staging's conversion and
+// stores, and the matrix loads back, were most of fp8 decode's work per key
+// (DEVELOPERS.md, "K and V matrices built in registers"). Q is staged, and O
+// written, in the dims order this needs: Q's position 16 j + c, c = 2 t + e
+// + 8 h, holds dim 32 t + 4 j + h + 2 e (a word of 4 fp8 values gives a
+// slice's pairs (e = 0, 1) for h = 0 and 1, as SWAP_DIMS does); O^T's row
+// 16 j + g + 8 h holds dim 16 g + 2 j + h.
+#if PA_MATRIX_BF16
+const bool REGISTER_MATRICES = false;
+#else
+const bool REGISTER_MATRICES = PA_REGISTER_MATRICES != 0u ? (WIDE ? PA_HEAD_SIZE == 128u : false) : false;
+#endif
 // The head dim that staged position p of a Q, K or V row holds.
 uint staged_dim(uint p) {
+  if (REGISTER_MATRICES) {
+    const uint j = p / 16u, c = p % 16u;
+    return 32u * ((c % 8u) / 2u) + 4u * j + c / 8u + 2u * (c % 2u);
+  }
   const uint q = SWAP_DIMS ? (p & ~3u) | ((p & 1u) << 1) | ((p >> 1) & 1u) : p;
   if (!HALVES) return q;
   const uint piece = q / 8u;   // staged 8-element piece: half piece / (D / 16) of WIDE piece piece % (D / 16)
   return (piece % (D / 16u)) * 16u + (piece / (D / 16u)) * 8u + q % 8u;
+}
+// The head dim of O^T's row p (the order O is written in).
+uint out_dim(uint p) {
+  if (REGISTER_MATRICES) return 16u * (p % 8u) + 2u * (p / 16u) + (p % 16u) / 8u;
+  return staged_dim(p);
 }
 
 const uint TILE_PIECES = 16u * PA_HEAD_SIZE / PIECE;
@@ -154,6 +181,16 @@ const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
 #define MatA coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // K or V^T: 16 x 16
 #define MatB coopmat<ELEM, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseAccumulator>   // S^T or O^T slice
+
+#if !PA_MATRIX_BF16
+// REGISTER_MATRICES: a lane's 8 elements of a 16 x 16 matrix from 4 f16
+// pairs, in abi/matrix_element_order.h's order: (row g, columns 2t, 2t + 1),
+// (g, 2t + 8, 2t + 9), (g + 8, 2t, 2t + 1), (g + 8, 2t + 8, 2t + 9).
+void set_elements(inout MatA m, uint g_lo, uint g_hi, uint g8_lo, uint g8_hi) {
+  const f16vec2 a = unpackFloat2x16(g_lo), b = unpackFloat2x16(g_hi), c = unpackFloat2x16(g8_lo), d = unpackFloat2x16(g8_hi);
+  m[0] = a.x; m[1] = a.y; m[2] = b.x; m[3] = b.y; m[4] = c.x; m[5] = c.y; m[6] = d.x; m[7] = d.y;
+}
+#endif
 
 // O^T's 16-wide head slices are 16 separate variables, not an array: with an
 // array of 16 (head_size <= 256) the driver put the whole array in local
@@ -343,7 +380,12 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
     uint j, d;
     piece_key_dim(is_value, c, j, d);
 #else
-    const uint j = c / (D / PIECE), d = (c % (D / PIECE)) * PIECE;
+    uint j = c / (D / PIECE), d = (c % (D / PIECE)) * PIECE;
+    if (REGISTER_MATRICES) {   // piece q of lane 4 g + t: 16 values of key j from dim d
+      const uint g = gl_SubgroupInvocationID / 4u, t = gl_SubgroupInvocationID % 4u, q = first + i;
+      j = is_value ? 2u * t + q % 2u + 8u * (q / 2u) : g + 8u * (q / 2u);
+      d = is_value ? 16u * g : 32u * t + 16u * (q % 2u);
+    }
 #endif
     const int k_pos = k0 + int(j);
     if (first + i >= PPL || c >= TILE_PIECES || k_pos >= it.kv_end || k_pos < it.kv_begin) continue;
@@ -574,8 +616,28 @@ void main() {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
     MatC s = MatC(0.0);   // S^T: keys x rows
+#if !PA_MATRIX_BF16
+    // REGISTER_MATRICES: this tile's pieces (K: keys g, g + 8; V: keys 2t,
+    // 2t + 1, 2t + 8, 2t + 9), kept while the next tile's are loaded.
+    const uvec4 kc0 = kraw[0], kc1 = kraw[1], kc2 = kraw[2], kc3 = kraw[3];
+    const uvec4 vc0 = vraw[0], vc1 = vraw[1], vc2 = vraw[2], vc3 = vraw[3];
+    if (REGISTER_MATRICES) {
+      const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
+      load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
+      load_pieces(it, k0 + 16 * int(NW), next, true, 0u, vraw);
+      // Slice j: word j of keys g and g + 8, as f16 pairs of dims (h = 0, 1).
+      [[unroll]] for (uint j = 0; j < 8u; ++j) {
+        const uvec4 h = elem8_from_fp8_swapped(j < 4u ? kc0[j % 4u] : kc1[j % 4u], j < 4u ? kc2[j % 4u] : kc3[j % 4u]);
+        MatA ka;
+        set_elements(ka, h.x, h.y, h.z, h.w);
+        MatB qb;
+        coopMatLoad(qb, stage, 2u * j, ROW_VEC4, gl_CooperativeMatrixLayoutColumnMajor);
+        s = coopMatMulAdd(ka, qb, s);
+      }
+    }
+#endif
     // K staged whole, or in halves (STAGE_HALVES), each followed by its slices' products.
-    const uint K_PARTS = STAGE_HALVES ? 2u : 1u;
+    const uint K_PARTS = REGISTER_MATRICES ? 0u : STAGE_HALVES ? 2u : 1u;
     [[unroll]] for (uint h = 0; h < K_PARTS; ++h) {
       if (STAGE_HALVES) {
         subgroup_sync();   // every lane is done reading what the half tile held
@@ -595,7 +657,8 @@ void main() {
     }
     coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     uvec4 vhold[8];   // STAGE_HALVES: this tile's V pieces, whose high halves are staged after P V's first half
-    if (STAGE_HALVES) {
+    if (REGISTER_MATRICES) {
+    } else if (STAGE_HALVES) {
       subgroup_sync();
       store_half(vraw, 0u, warp);
       vhold = vraw;
@@ -610,8 +673,9 @@ void main() {
 #if PA_SPLIT_MODULE
     if (VT && (k0 < it.kv_begin || k0 + 16 > it.kv_end)) zero_staged_outside(it, k0, warp);
 #endif
-    if (!STAGE_HALVES && partly_seen(k0, 16, seen_lo, seen_hi)) staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
-    if (PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
+    if (!REGISTER_MATRICES && !STAGE_HALVES && partly_seen(k0, 16, seen_lo, seen_hi))
+      staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
+    if (!REGISTER_MATRICES && PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
       load_pieces(it, k0 + 16 * int(NW), next, true, 0u, vraw);
@@ -729,7 +793,37 @@ void main() {
     MatA va;   /* V^T, head slice j: 16 x keys */                                                    \
     LOAD_VT(j)                                                                                       \
     o##j = coopMatMulAdd(va, pb, o##j);
-    if (STAGE_HALVES) {
+    if (REGISTER_MATRICES) {
+      // Word w of keys 2t, 2t + 1 (vk01) and 2t + 8, 2t + 9 (vk89) as f16 pairs
+      // (x: the words' bytes 0 and 2, y: 1 and 3, of the first key; z, w: the
+      // second's): slices 2 w (bytes 0, 1: V^T rows g, g + 8) and 2 w + 1
+      // (bytes 2, 3) pair them across the keys. Non-finite values of partly
+      // seen tiles as 0 (attention_nonfinite.glsl), as staging does.
+      const bool zero_nonfinite = partly_seen(k0, 16, seen_lo, seen_hi);
+#define V_WORD(w)                                                                                    \
+      uvec4 vk01_##w = elem8_from_fp8_swapped(vc0[w], vc1[w]), vk89_##w = elem8_from_fp8_swapped(vc2[w], vc3[w]); \
+      if (zero_nonfinite) {                                                                          \
+        const uvec4 f01 = elem8_finite_or_zero(vk01_##w), f89 = elem8_finite_or_zero(vk89_##w);      \
+        staged_nonfinite = staged_nonfinite || f01 != vk01_##w || f89 != vk89_##w;                   \
+        vk01_##w = f01;                                                                              \
+        vk89_##w = f89;                                                                              \
+      }
+      V_WORD(0) V_WORD(1) V_WORD(2) V_WORD(3)
+// Slice j = 2 w + high: of each pair word, the low (high 0) or high f16 of
+// the first key's and of the second key's, as one pair.
+#define KEY_PAIR(a, b, high) (high == 0u ? ((a) & 0xFFFFu) | ((b) << 16) : ((a) >> 16) | ((b) & 0xFFFF0000u))
+#define ADD_PV_REGISTERS(j)                                                                          \
+      {                                                                                              \
+        const uint high = j % 2u;                                                                    \
+        const uvec4 p01 = j / 2u == 0u ? vk01_0 : j / 2u == 1u ? vk01_1 : j / 2u == 2u ? vk01_2 : vk01_3; \
+        const uvec4 p89 = j / 2u == 0u ? vk89_0 : j / 2u == 1u ? vk89_1 : j / 2u == 2u ? vk89_2 : vk89_3; \
+        MatA va;                                                                                     \
+        set_elements(va, KEY_PAIR(p01.x, p01.z, high), KEY_PAIR(p89.x, p89.z, high),                 \
+                     KEY_PAIR(p01.y, p01.w, high), KEY_PAIR(p89.y, p89.w, high));                    \
+        o##j = coopMatMulAdd(va, pb, o##j);                                                          \
+      }
+      EACH_SLICE(ADD_PV_REGISTERS)
+    } else if (STAGE_HALVES) {
       PV_IN_HALVES(EACH_SLICE)
     } else {
       EACH_SLICE(ADD_PV)
@@ -850,11 +944,11 @@ void main() {
     float o = 0.0;
     for (uint w = 0; w < SLOTS; ++w) o += uintBitsToFloat(stage[(w * BM * D + e) / 4u][e % 4u]);
 #endif
-    if (fix) o += nonfinite_term(again, e / D, staged_dim(e % D), again.kv_begin & ~15, 16);
+    if (fix) o += nonfinite_term(again, e / D, out_dim(e % D), again.kv_begin & ~15, 16);
 #if PA_MATRIX_BF16
     if (PACK && (isinf(o) || isnan(o)) && i < 32u) redo |= 1u << i;   // (i < 32: TR * D <= 8 * 256 over >= 64 invocations)
 #endif
-    pa_write_result(done, e / D, staged_dim(e % D), o, final_m[e / D], final_l[e / D]);
+    pa_write_result(done, e / D, out_dim(e % D), o, final_m[e / D], final_l[e / D]);
   }
 #if PA_MATRIX_BF16
   // Packed slices: this invocation's non-finite outputs again, exactly, in a
@@ -863,7 +957,7 @@ void main() {
   if (PACK && redo != 0u)
     [[dont_unroll]] for (uint e = tid, i = 0u; e < TR * D; e += PA_WORKGROUP_SIZE, ++i)
       if ((redo & (1u << i)) != 0u)
-        pa_write_result(done, e / D, staged_dim(e % D), packed_exact_element(item, e / D, staged_dim(e % D), final_m[e / D]),
+        pa_write_result(done, e / D, out_dim(e % D), packed_exact_element(item, e / D, out_dim(e % D), final_m[e / D]),
                         final_m[e / D], final_l[e / D]);
 #endif
   pa_merge_when_last(done, item);

@@ -62,7 +62,8 @@ std::string capability_report_text(const Context& ctx) {
     << yes(c.storage_8bit) << "\n"
     << "binding           push descriptors " << yes(c.push_descriptors) << ", buffer device address "
     << yes(c.buffer_device_address) << "\n"
-    << "KHR coopmat       " << yes(c.coopmat) << ", bf16 matrices " << yes(c.bf16_matrices) << "\n";
+    << "KHR coopmat       " << yes(c.coopmat) << ", bf16 matrices " << yes(c.bf16_matrices)
+    << ", element order for register-built matrices " << yes(c.coopmat_register_order) << "\n";
   for (const auto& s : c.coopmat_shapes) o << "                    " << shape_text(s) << "\n";
   o << "NV coopmat2       " << yes(c.coopmat2);
   if (!c.coopmat2_features.empty()) {
@@ -130,7 +131,8 @@ std::string capability_report_json(const Context& ctx) {
           .value("workgroup_invocations", s.workgroup_invocations).end_object();
     j.end_array();
   };
-  j.begin_object("coopmat").value("available", c.coopmat).value("bf16_matrices", c.bf16_matrices);
+  j.begin_object("coopmat").value("available", c.coopmat).value("bf16_matrices", c.bf16_matrices)
+      .value("register_order", c.coopmat_register_order);
   shapes("shapes", c.coopmat_shapes);
   j.end_object();
   j.begin_object("coopmat2").value("available", c.coopmat2);

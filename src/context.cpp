@@ -14,6 +14,7 @@
 
 #include "abi/common.h"
 #include "context_impl.hpp"
+#include "matrix_element_order.hpp"
 #include "pipelines.hpp"
 #include "shader_registry.hpp"
 
@@ -265,6 +266,7 @@ void finish_setup(ContextImpl& impl) {
   impl.pipelines = std::make_unique<Pipelines>(impl);
   impl.status = allocate(impl, kStatusSlots * kStatusSlotBytes, MemoryKind::host_visible, "the Context's status words");
   std::memset(impl.status.mapped, 0, kStatusSlots * kStatusSlotBytes);
+  impl.caps.coopmat_register_order = probe_register_order(impl);
 }
 
 // A device index from text ("0", "1", ...): exactly a number in int's range

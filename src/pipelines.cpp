@@ -328,7 +328,7 @@ const Pipeline& Pipelines::get(const PipelineRequest& r) {
     vk_check(res, "creating the pipeline of kernel '" + std::string(r.kernel) + "' (" + p.module_path + ")");
   }
   if (stats) print_pipeline_stats(impl_, p.pipeline, std::string(r.kernel) + " (" + p.module_path + ")");
-  ++created_;
+  if (!r.setup) ++created_;
   bucket.push_back(std::make_unique<Entry>(Entry{std::string(r.kernel), std::vector<uint32_t>(r.spec.begin(), r.spec.end()),
                                                  static_cast<uint32_t>(r.path), r.bindings, r.push_size,
                                                  r.required_subgroup_size, p}));

@@ -36,6 +36,9 @@ struct PipelineRequest {
   // The subgroup size the kernel's code assumes (0: any). Asked of the
   // driver where it offers subgroup size control; the kernels also check it.
   uint32_t required_subgroup_size = 0;
+  // The Context's own setup (the matrix element order probe): not counted by
+  // created(), which tells engines how many pipelines their ops needed.
+  bool setup = false;
 };
 
 // Thread-safe: get() may be called from several threads at once; the

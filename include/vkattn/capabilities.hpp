@@ -55,6 +55,13 @@ struct Capabilities {
   // The bf16 16x16x16 shape (f32 accumulation) too, with VK_KHR_shader_bfloat16's
   // cooperative matrices: the matrix paths then take bf16 inputs.
   bool bf16_matrices = false;
+  // Whether a lane's elements of a 16 x 16 f16 matrix lie in the order the
+  // decode kernel builds fp8 caches' K and V matrices in, in registers
+  // (shaders/include/abi/matrix_element_order.h). The order is the
+  // implementation's: the Context probes it once when it is set up, with a
+  // dispatch on its queue (none without a queue: then false, and fp8 K/V
+  // tiles go through shared memory as on other devices).
+  bool coopmat_register_order = false;
   std::vector<CoopMatShape> coopmat_shapes;
   bool coopmat2 = false;                // VK_NV_cooperative_matrix2 with every feature vkattn uses
   std::vector<std::string> coopmat2_features;   // the features present

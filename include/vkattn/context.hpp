@@ -15,10 +15,12 @@
 //
 // Submissions. vkattn submits only inside synchronous calls (the ops'
 // synchronous forms, Context::submit_and_wait, Buffer::upload/download/fill,
-// PagedKvCache::read_blocks/write_blocks/fill, and a cache's creation where
-// its chunk table cannot be mapped), to the Context's queue, and waits for
-// that submission alone. Recorded ops never submit, allocate device memory
-// or wait.
+// PagedKvCache::read_blocks/write_blocks/fill, a cache's creation where
+// its chunk table cannot be mapped, and the Context's own setup, where a
+// device with cooperative matrices gets one dispatch that finds the order of
+// a matrix's elements: Capabilities::coopmat_register_order), to the
+// Context's queue, and waits for that submission alone. Recorded ops never
+// submit, allocate device memory or wait.
 #pragma once
 #include <vkattn/capabilities.hpp>
 #include <vulkan/vulkan_core.h>
@@ -154,6 +156,8 @@ class Context {
 
   // Writes the pipeline cache file now (it is also written on destruction).
   void save_pipeline_cache() const;
+  // Pipelines the ops have created so far (prepare_* and first uses), not
+  // counting the Context's own setup.
   std::size_t pipelines_created() const;
 
   // Internal state (for vkattn's tools and tests). Throws for a moved-from Context.

@@ -133,6 +133,7 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
   spec.PA_KV_SUFFIX = p.suffix;
   spec.PA_PACK_O = pack_o;
+  spec.PA_REGISTER_MATRICES = p.register_matrices;
   return spec;
 }
 
@@ -202,10 +203,20 @@ void check_variant(const PagedAttentionVariant& v) {
   }
 }
 
+// Whether the decode kernel builds this plan's K/V matrices in registers
+// (paged_attention_subgroup.comp, REGISTER_MATRICES: fp8 caches read 16
+// values per load, f16 q, head size 128, on a device whose matrix element
+// order it knows).
+bool register_matrices(const Context& ctx, const PagedAttentionPlanData& p) {
+  return p.path != Path::scalar && ctx.impl().caps.coopmat_register_order && is_fp8(p.cache.dtype) &&
+         p.cache.layout != KvLayout::split && p.cache.head_size == 128 && p.q_dtype == DType::f16 && !p.suffix;
+}
+
 // Fills the parts of a plan that every constructor shares.
 void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem& problem) {
   p.context_id = ctx.id();
   p.path = choose_path(ctx, p.q_dtype, p.cache.dtype);
+  p.register_matrices = register_matrices(ctx, p);
   p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), problem);
 }
 
@@ -328,6 +339,7 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
   p.q_dtype = q_dtype;
   p.suffix = suffix;
   p.path = choose_path(ctx, q_dtype, cache.dtype);
+  p.register_matrices = register_matrices(ctx, p);
   const ScheduleDevice dev = schedule_device(ctx, p.path, q_dtype);
   // Every tile a batch may get (by its longest query's rows: none, one
   // decode token's GQA heads, or more), and on the matrix paths every

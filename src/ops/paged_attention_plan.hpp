@@ -18,6 +18,10 @@ struct PagedAttentionPlanData {
   // A PrefixPrefillPlan's: segment 1 reads the new tokens' K/V views
   // (PA_KV_SUFFIX); the schedule always splits into those 2 segments.
   bool suffix = false;
+  // fp8 K/V matrices built in registers (PA_REGISTER_MATRICES): where the
+  // decode kernel's module has that form and the device's matrix element
+  // order is the one it assumes (Capabilities::coopmat_register_order).
+  bool register_matrices = false;
   Schedule schedule;
 };
 

@@ -61,11 +61,11 @@ VKA_CONST(BS_FLAG_NARROW_KV, 2)            // K/V offsets or strides are not mul
 // dtypes, LSE; the paged cache's are unused) and the op's own.
 #define BLOCK_SPARSE_SPEC(X)  \
   PAGED_ATTENTION_SPEC(X)     \
-  X(24, BS_MASK_ALL, 0)       \
-  X(25, BS_MASK_ANY, 0)       \
-  X(26, BS_SCORE_MODS, 0)     \
-  X(27, BS_WRITE_ROW_MAX, 0)  \
-  X(28, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */
+  X(25, BS_MASK_ALL, 0)       \
+  X(26, BS_MASK_ANY, 0)       \
+  X(27, BS_SCORE_MODS, 0)     \
+  X(28, BS_WRITE_ROW_MAX, 0)  \
+  X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).

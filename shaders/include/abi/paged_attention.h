@@ -112,7 +112,8 @@ VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an i
   X(20, PA_KV_SUFFIX, 0)         /* prefix prefill: segment 1's keys are the new tokens' K/V views (PA_FLAG_SUFFIX) */ \
   X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */ \
   X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */ \
-  X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALF_ROW_VEC4) */
+  X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALF_ROW_VEC4) */ \
+  X(24, PA_REGISTER_MATRICES, 0) /* paged_attention_subgroup.comp: fp8 K/V matrices built in registers (abi/matrix_element_order.h) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment

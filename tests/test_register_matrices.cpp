@@ -1,0 +1,82 @@
+// fp8 K/V matrices built in registers (paged_attention_subgroup.comp,
+// REGISTER_MATRICES) where the Context found the device's matrix element
+// order to be abi/matrix_element_order.h's, staged through shared memory
+// elsewhere: the order's check, the probe, and both forms against the
+// float64 reference on the same batches.
+#include <numeric>
+
+#include "abi/matrix_element_order.h"
+#include "attention_cases.hpp"
+#include "context_impl.hpp"
+#include "matrix_element_order.hpp"
+#include "ops/paged_attention_plan.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+std::vector<uint32_t> known_order() {
+  std::vector<uint32_t> w(MEO_OUTPUT_WORDS);
+  w[0] = MEO_ELEMENTS;
+  for (uint32_t lane = 0; lane < MEO_LANES; ++lane)
+    for (uint32_t i = 0; i < MEO_ELEMENTS; ++i) w[1 + lane * MEO_ELEMENTS + i] = MEO_POSITION(lane, i);
+  return w;
+}
+
+TEST(MatrixElementOrder, OnlyTheKernelsOrderIsRecognised) {
+  std::vector<uint32_t> w = known_order();
+  EXPECT_TRUE(detail::is_register_order(w));
+  // Every position of the 16 x 16 matrix once.
+  std::vector<uint32_t> seen(256, 0);
+  for (uint32_t k = 1; k < w.size(); ++k) ++seen.at(w[k]);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1u), 256);
+  std::swap(w[1 + 5 * MEO_ELEMENTS + 2], w[1 + 5 * MEO_ELEMENTS + 4]);   // rows g and g + 8 the other way round
+  EXPECT_FALSE(detail::is_register_order(w));
+  w = known_order();
+  w[0] = 16;   // another length()
+  EXPECT_FALSE(detail::is_register_order(w));
+  w = known_order();
+  w.pop_back();
+  EXPECT_FALSE(detail::is_register_order(w));
+}
+
+class RegisterMatrices : public VkTest {};
+
+// The probe runs where there are KHR cooperative matrices and 32-wide
+// subgroups; NVIDIA's driver has the order (the H200's, measured).
+TEST_F(RegisterMatrices, TheProbeFindsTheOrderOnNvidia) {
+  const Capabilities& c = ctx().capabilities();
+  if (!c.coopmat || c.subgroup_size != MEO_LANES) {
+    EXPECT_FALSE(c.coopmat_register_order);
+    GTEST_SKIP() << "no KHR cooperative matrices with 32-wide subgroups on " << c.device_name;
+  }
+  EXPECT_EQ(detail::probe_register_order(ctx().impl()), c.coopmat_register_order);
+  if (c.vendor_id == 0x10DE) EXPECT_TRUE(c.coopmat_register_order) << c.driver_info;
+}
+
+// Decode rows and rows of several tokens (partly seen tiles, whose
+// non-finite V values the kernel zeroes in registers too) over e4m3 and e5m2
+// caches of head size 128, with a window and a split: in registers where
+// the device allows, then staged, each checked against the reference.
+TEST_F(RegisterMatrices, AgreeWithTheReferenceAsStagingDoes) {
+  if (!ctx().capabilities().coopmat_register_order) GTEST_SKIP() << "the device's matrix element order is not the kernel's";
+  for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    for (bool registers : {true, false}) {
+      ctx().impl().caps.coopmat_register_order = registers;
+      auto c = attention_case({{1, 1328}, {3, 40}, {1, 37}, {17, 300}}, 32, 8, 128, 16, cache, KvLayout::nhd, 611);
+      c.sliding_window = 200;
+      c.split = SplitKv::on;
+      c.num_segments = 3;
+      c.with_lse = true;
+      const auto r = tool::run_paged_attention(ctx(), c);
+      EXPECT_TRUE(r.pass) << dtype_name(cache) << (registers ? ", in registers: " : ", staged: ") << r.summary << "\n" << r.failure;
+      auto d = attention_case({{1, 4096}, {1, 100}}, 32, 8, 128, 32, cache, KvLayout::hnd, 612);
+      const auto s = tool::run_paged_attention(ctx(), d);
+      EXPECT_TRUE(s.pass) << dtype_name(cache) << (registers ? ", in registers: " : ", staged: ") << s.summary << "\n" << s.failure;
+    }
+  }
+  ctx().impl().caps.coopmat_register_order = true;
+}
+
+}  // namespace
+}  // namespace vkattn::test
