@@ -1,5 +1,5 @@
 #version 460
-// Where each lane's elements of a subgroup-scope 16 x 16 f16 A matrix lie
+// Where each lane's elements of a subgroup-scope 16 x 16 f16 (or bf16) A matrix lie
 // (abi/matrix_element_order.h): the matrix is loaded from a table whose
 // element (r, c) is r * 16 + c, and every lane writes what its elements hold.
 // One subgroup of 32; the Context runs it once, where the device's subgroups
@@ -11,17 +11,24 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #include "abi/matrix_element_order.h"
+// MEO_BF16: the same for a bf16 matrix (the bf16 decode modules').
+#if MEO_BF16
+#extension GL_EXT_bfloat16 : require
+#define ELEM bfloat16_t
+#else
+#define ELEM float16_t
+#endif
 
 layout(local_size_x = 32) in;
 layout(set = 0, binding = 1, std430) writeonly buffer Out { uint words[]; };
 
-shared float16_t table[256];
+shared ELEM table[256];
 
 void main() {
   const uint lane = gl_LocalInvocationIndex;
-  for (uint i = lane; i < 256u; i += 32u) table[i] = float16_t(float(i));   // exact in f16
+  for (uint i = lane; i < 256u; i += 32u) table[i] = ELEM(float(i));   // exact in f16 and bf16
   barrier();
-  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m;
+  coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m;
   coopMatLoad(m, table, 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
   const uint n = uint(m.length());
   if (lane == 0u) words[0] = n;

@@ -114,11 +114,10 @@ const bool HALVES = WIDE ? PA_HEAD_SIZE / 16u >= 8u : false;   // (glslang emits
 // + 8 h, holds dim 32 t + 4 j + h + 2 e (a word of 4 fp8 values gives a
 // slice's pairs (e = 0, 1) for h = 0 and 1, as SWAP_DIMS does); O^T's row
 // 16 j + g + 8 h holds dim 16 g + 2 j + h.
-#if PA_MATRIX_BF16
-const bool REGISTER_MATRICES = false;
-#else
-const bool REGISTER_MATRICES = PA_REGISTER_MATRICES != 0u ? (WIDE ? PA_HEAD_SIZE == 128u : false) : false;
-#endif
+// (Not with packed O, PA_PACK_O: in the bf16 modules' batches of at most one
+// item per SM that took more registers than staging, spilled, and ran
+// slower: DEVELOPERS.md.)
+const bool REGISTER_MATRICES = PA_REGISTER_MATRICES != 0u ? (PA_PACK_O == 0u ? (WIDE ? PA_HEAD_SIZE == 128u : false) : false) : false;
 // The head dim that staged position p of a Q, K or V row holds.
 uint staged_dim(uint p) {
   if (REGISTER_MATRICES) {
@@ -182,15 +181,24 @@ const bool KT = PA_LAYOUT == KV_LAYOUT_SPLIT && PA_KV_SUFFIX == 0u;
 #define MatB coopmat<ELEM, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseB>     // Q^T or P^T: 16 x rows
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, PA_BM, gl_MatrixUseAccumulator>   // S^T or O^T slice
 
-#if !PA_MATRIX_BF16
-// REGISTER_MATRICES: a lane's 8 elements of a 16 x 16 matrix from 4 f16
+// REGISTER_MATRICES: a lane's 8 elements of a 16 x 16 matrix from 4 ELEM
 // pairs, in abi/matrix_element_order.h's order: (row g, columns 2t, 2t + 1),
 // (g, 2t + 8, 2t + 9), (g + 8, 2t, 2t + 1), (g + 8, 2t + 8, 2t + 9).
 void set_elements(inout MatA m, uint g_lo, uint g_hi, uint g8_lo, uint g8_hi) {
+#if PA_MATRIX_BF16
+  m[0] = elem_from_bits(uint16_t(g_lo & 0xFFFFu));
+  m[1] = elem_from_bits(uint16_t(g_lo >> 16));
+  m[2] = elem_from_bits(uint16_t(g_hi & 0xFFFFu));
+  m[3] = elem_from_bits(uint16_t(g_hi >> 16));
+  m[4] = elem_from_bits(uint16_t(g8_lo & 0xFFFFu));
+  m[5] = elem_from_bits(uint16_t(g8_lo >> 16));
+  m[6] = elem_from_bits(uint16_t(g8_hi & 0xFFFFu));
+  m[7] = elem_from_bits(uint16_t(g8_hi >> 16));
+#else
   const f16vec2 a = unpackFloat2x16(g_lo), b = unpackFloat2x16(g_hi), c = unpackFloat2x16(g8_lo), d = unpackFloat2x16(g8_hi);
   m[0] = a.x; m[1] = a.y; m[2] = b.x; m[3] = b.y; m[4] = c.x; m[5] = c.y; m[6] = d.x; m[7] = d.y;
-}
 #endif
+}
 
 // O^T's 16-wide head slices are 16 separate variables, not an array: with an
 // array of 16 (head_size <= 256) the driver put the whole array in local
@@ -616,7 +624,6 @@ void main() {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
     MatC s = MatC(0.0);   // S^T: keys x rows
-#if !PA_MATRIX_BF16
     // REGISTER_MATRICES: this tile's pieces (K: keys g, g + 8; V: keys 2t,
     // 2t + 1, 2t + 8, 2t + 9), kept while the next tile's are loaded.
     const uvec4 kc0 = kraw[0], kc1 = kraw[1], kc2 = kraw[2], kc3 = kraw[3];
@@ -635,7 +642,6 @@ void main() {
         s = coopMatMulAdd(ka, qb, s);
       }
     }
-#endif
     // K staged whole, or in halves (STAGE_HALVES), each followed by its slices' products.
     const uint K_PARTS = REGISTER_MATRICES ? 0u : STAGE_HALVES ? 2u : 1u;
     [[unroll]] for (uint h = 0; h < K_PARTS; ++h) {
@@ -766,8 +772,50 @@ void main() {
       subgroup_sync();                                                                               \
     }                                                                                                \
     EACH(ADD_PV_HIGH)
+// REGISTER_MATRICES' V^T slices. Word w of keys 2t, 2t + 1 (vk01) and 2t + 8,
+// 2t + 9 (vk89) as ELEM pairs (x: the words' bytes 0 and 2, y: 1 and 3, of
+// the first key; z, w: the second's): slices 2 w (bytes 0, 1: V^T rows g,
+// g + 8) and 2 w + 1 (bytes 2, 3) pair them across the keys. Non-finite
+// values of partly seen tiles as 0 (attention_nonfinite.glsl), as staging
+// does.
+#define V_WORD(w)                                                                                    \
+      uvec4 vk01_##w = elem8_from_fp8_swapped(vc0[w], vc1[w]), vk89_##w = elem8_from_fp8_swapped(vc2[w], vc3[w]); \
+      if (zero_nonfinite) {                                                                          \
+        const uvec4 f01 = elem8_finite_or_zero(vk01_##w), f89 = elem8_finite_or_zero(vk89_##w);      \
+        staged_nonfinite = staged_nonfinite || f01 != vk01_##w || f89 != vk89_##w;                   \
+        vk01_##w = f01;                                                                              \
+        vk89_##w = f89;                                                                              \
+      }
+#define V_WORDS                                                                                      \
+      const bool zero_nonfinite = partly_seen(k0, 16, seen_lo, seen_hi);                             \
+      V_WORD(0) V_WORD(1) V_WORD(2) V_WORD(3)
+// Slice j = 2 w + high: of each pair word, the low (high 0) or high ELEM of
+// the first key's and of the second key's, as one pair.
+#define KEY_PAIR(a, b, high) (high == 0u ? ((a) & 0xFFFFu) | ((b) << 16) : ((a) >> 16) | ((b) & 0xFFFF0000u))
+#define REGISTER_VT(va, j)                                                                           \
+      {                                                                                              \
+        const uint high = (j) % 2u;                                                                  \
+        const uvec4 p01 = (j) / 2u == 0u ? vk01_0 : (j) / 2u == 1u ? vk01_1 : (j) / 2u == 2u ? vk01_2 : vk01_3; \
+        const uvec4 p89 = (j) / 2u == 0u ? vk89_0 : (j) / 2u == 1u ? vk89_1 : (j) / 2u == 2u ? vk89_2 : vk89_3; \
+        set_elements(va, KEY_PAIR(p01.x, p01.z, high), KEY_PAIR(p89.x, p89.z, high),                 \
+                     KEY_PAIR(p01.y, p01.w, high), KEY_PAIR(p89.y, p89.w, high));                    \
+      }
 #if PA_MATRIX_BF16
-    if (STAGE_HALVES) {
+    if (REGISTER_MATRICES) {
+      V_WORDS
+      [[unroll]] for (uint g = 0; g < 16u; ++g) {   // as below, V^T from registers
+        if (g >= GO) break;
+        MatB pb;
+        coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+#define ADD_PV_GROUP_REGISTERS(a)                                                                    \
+        if (a * GO + g < DT) {                                                                       \
+          MatA va;                                                                                   \
+          REGISTER_VT(va, a * GO + g)                                                                \
+          o##a = coopMatMulAdd(va, pb, o##a);                                                        \
+        }
+        EACH_ACC(ADD_PV_GROUP_REGISTERS)
+      }
+    } else if (STAGE_HALVES) {
       MatB pb;   // P^T in its own columns (GO is 1)
       coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
       PV_IN_HALVES(EACH_ACC)
@@ -794,32 +842,11 @@ void main() {
     LOAD_VT(j)                                                                                       \
     o##j = coopMatMulAdd(va, pb, o##j);
     if (REGISTER_MATRICES) {
-      // Word w of keys 2t, 2t + 1 (vk01) and 2t + 8, 2t + 9 (vk89) as f16 pairs
-      // (x: the words' bytes 0 and 2, y: 1 and 3, of the first key; z, w: the
-      // second's): slices 2 w (bytes 0, 1: V^T rows g, g + 8) and 2 w + 1
-      // (bytes 2, 3) pair them across the keys. Non-finite values of partly
-      // seen tiles as 0 (attention_nonfinite.glsl), as staging does.
-      const bool zero_nonfinite = partly_seen(k0, 16, seen_lo, seen_hi);
-#define V_WORD(w)                                                                                    \
-      uvec4 vk01_##w = elem8_from_fp8_swapped(vc0[w], vc1[w]), vk89_##w = elem8_from_fp8_swapped(vc2[w], vc3[w]); \
-      if (zero_nonfinite) {                                                                          \
-        const uvec4 f01 = elem8_finite_or_zero(vk01_##w), f89 = elem8_finite_or_zero(vk89_##w);      \
-        staged_nonfinite = staged_nonfinite || f01 != vk01_##w || f89 != vk89_##w;                   \
-        vk01_##w = f01;                                                                              \
-        vk89_##w = f89;                                                                              \
-      }
-      V_WORD(0) V_WORD(1) V_WORD(2) V_WORD(3)
-// Slice j = 2 w + high: of each pair word, the low (high 0) or high f16 of
-// the first key's and of the second key's, as one pair.
-#define KEY_PAIR(a, b, high) (high == 0u ? ((a) & 0xFFFFu) | ((b) << 16) : ((a) >> 16) | ((b) & 0xFFFF0000u))
+      V_WORDS
 #define ADD_PV_REGISTERS(j)                                                                          \
       {                                                                                              \
-        const uint high = j % 2u;                                                                    \
-        const uvec4 p01 = j / 2u == 0u ? vk01_0 : j / 2u == 1u ? vk01_1 : j / 2u == 2u ? vk01_2 : vk01_3; \
-        const uvec4 p89 = j / 2u == 0u ? vk89_0 : j / 2u == 1u ? vk89_1 : j / 2u == 2u ? vk89_2 : vk89_3; \
         MatA va;                                                                                     \
-        set_elements(va, KEY_PAIR(p01.x, p01.z, high), KEY_PAIR(p89.x, p89.z, high),                 \
-                     KEY_PAIR(p01.y, p01.w, high), KEY_PAIR(p89.y, p89.w, high));                    \
+        REGISTER_VT(va, j)                                                                           \
         o##j = coopMatMulAdd(va, pb, o##j);                                                          \
       }
       EACH_SLICE(ADD_PV_REGISTERS)

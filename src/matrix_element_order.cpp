@@ -22,18 +22,25 @@ bool is_register_order(std::span<const uint32_t> words) {
 
 bool probe_register_order(ContextImpl& impl) {
   if (!impl.caps.coopmat || impl.caps.subgroup_size != MEO_LANES || impl.queue == VK_NULL_HANDLE) return false;
+  // f16's order, and bf16's where the device has bf16 matrices, in one submission.
+  const bool bf16 = impl.caps.bf16_matrices;
   constexpr VkDeviceSize kBytes = MEO_OUTPUT_WORDS * 4;
-  Allocation out = allocate(impl, kBytes, MemoryKind::host_visible, "the matrix element order probe's output");
+  Allocation out = allocate(impl, 2 * kBytes, MemoryKind::host_visible, "the matrix element order probe's output");
   struct Release {
     ContextImpl& impl;
     Allocation& a;
     ~Release() { release(impl, a); }
   } release_out{impl, out};
-  std::memset(out.mapped, 0, kBytes);
-  const Pipeline& p = impl.pipelines->get({"matrix_element_order", Path::coopmat, {}, 2, 0, MEO_LANES, true});
-  const BufferBinding bindings[] = {{out.buffer, 0, kBytes}};
-  submit_and_wait(impl, [&](VkCommandBuffer cmd) { record_dispatch(impl, cmd, p, bindings, nullptr, Grid{}, ReportingOp::bench); });
-  return is_register_order({static_cast<const uint32_t*>(out.mapped), MEO_OUTPUT_WORDS});
+  std::memset(out.mapped, 0, 2 * kBytes);
+  const Pipeline& f16 = impl.pipelines->get({"matrix_element_order", Path::coopmat, {}, 2, 0, MEO_LANES, true});
+  const Pipeline* b16 = bf16 ? &impl.pipelines->get({"matrix_element_order_bf16", Path::coopmat, {}, 2, 0, MEO_LANES, true}) : nullptr;
+  const BufferBinding first[] = {{out.buffer, 0, kBytes}}, second[] = {{out.buffer, kBytes, kBytes}};
+  submit_and_wait(impl, [&](VkCommandBuffer cmd) {
+    record_dispatch(impl, cmd, f16, first, nullptr, Grid{}, ReportingOp::bench);
+    if (b16) record_dispatch(impl, cmd, *b16, second, nullptr, Grid{}, ReportingOp::bench);
+  });
+  const auto* words = static_cast<const uint32_t*>(out.mapped);
+  return is_register_order({words, MEO_OUTPUT_WORDS}) && (!bf16 || is_register_order({words + MEO_OUTPUT_WORDS, MEO_OUTPUT_WORDS}));
 }
 
 }  // namespace vkattn::detail

@@ -11,8 +11,9 @@ struct ContextImpl;
 // decode kernel's register-built matrices assume.
 bool is_register_order(std::span<const uint32_t> probe_words);
 
-// Runs shaders/matrix_element_order.comp once on the Context's queue and
-// checks its output; false without KHR cooperative matrices, with subgroups
-// other than 32 wide, or without a queue.
+// Runs shaders/matrix_element_order.comp once on the Context's queue (for
+// f16, and for bf16 where the device has bf16 matrices) and checks its
+// output; false without KHR cooperative matrices, with subgroups other than
+// 32 wide, or without a queue.
 bool probe_register_order(ContextImpl& impl);
 }  // namespace vkattn::detail

@@ -73,7 +73,11 @@ INSTANTIATE_TEST_SUITE_P(Codes, Fp8Decode,
                                            Fp8DecodeCase{"e4m3_q_f16_d128_low", DType::fp8_e4m3, DType::f16, KvLayout::nhd, 128, 0},
                                            Fp8DecodeCase{"e4m3_q_f16_d128_high", DType::fp8_e4m3, DType::f16, KvLayout::nhd, 128, 128},
                                            Fp8DecodeCase{"e5m2_q_f16_d128_low", DType::fp8_e5m2, DType::f16, KvLayout::nhd, 128, 0},
-                                           Fp8DecodeCase{"e5m2_q_f16_d128_high", DType::fp8_e5m2, DType::f16, KvLayout::nhd, 128, 128}),
+                                           Fp8DecodeCase{"e5m2_q_f16_d128_high", DType::fp8_e5m2, DType::f16, KvLayout::nhd, 128, 128},
+                                           Fp8DecodeCase{"e4m3_q_bf16_d128_low", DType::fp8_e4m3, DType::bf16, KvLayout::nhd, 128, 0},
+                                           Fp8DecodeCase{"e4m3_q_bf16_d128_high", DType::fp8_e4m3, DType::bf16, KvLayout::nhd, 128, 128},
+                                           Fp8DecodeCase{"e5m2_q_bf16_d128_low", DType::fp8_e5m2, DType::bf16, KvLayout::nhd, 128, 0},
+                                           Fp8DecodeCase{"e5m2_q_bf16_d128_high", DType::fp8_e5m2, DType::bf16, KvLayout::nhd, 128, 128}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -56,23 +56,31 @@ TEST_F(RegisterMatrices, TheProbeFindsTheOrderOnNvidia) {
 
 // Decode rows and rows of several tokens (partly seen tiles, whose
 // non-finite V values the kernel zeroes in registers too) over e4m3 and e5m2
-// caches of head size 128, with a window and a split: in registers where
-// the device allows, then staged, each checked against the reference.
+// caches of head size 128, f16 and bf16 q, with a window and a split: in
+// registers where the device allows, then staged, each checked against the
+// reference.
 TEST_F(RegisterMatrices, AgreeWithTheReferenceAsStagingDoes) {
   if (!ctx().capabilities().coopmat_register_order) GTEST_SKIP() << "the device's matrix element order is not the kernel's";
-  for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    for (bool registers : {true, false}) {
-      ctx().impl().caps.coopmat_register_order = registers;
-      auto c = attention_case({{1, 1328}, {3, 40}, {1, 37}, {17, 300}}, 32, 8, 128, 16, cache, KvLayout::nhd, 611);
-      c.sliding_window = 200;
-      c.split = SplitKv::on;
-      c.num_segments = 3;
-      c.with_lse = true;
-      const auto r = tool::run_paged_attention(ctx(), c);
-      EXPECT_TRUE(r.pass) << dtype_name(cache) << (registers ? ", in registers: " : ", staged: ") << r.summary << "\n" << r.failure;
-      auto d = attention_case({{1, 4096}, {1, 100}}, 32, 8, 128, 32, cache, KvLayout::hnd, 612);
-      const auto s = tool::run_paged_attention(ctx(), d);
-      EXPECT_TRUE(s.pass) << dtype_name(cache) << (registers ? ", in registers: " : ", staged: ") << s.summary << "\n" << s.failure;
+  for (DType q : {DType::f16, DType::bf16}) {
+    if (q == DType::bf16 && !ctx().capabilities().bf16_matrices) continue;
+    for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+      for (bool registers : {true, false}) {
+        ctx().impl().caps.coopmat_register_order = registers;
+        const std::string what = std::string(dtype_name(q)) + " q, " + std::string(dtype_name(cache)) +
+                                 (registers ? ", in registers: " : ", staged: ");
+        auto c = attention_case({{1, 1328}, {3, 40}, {1, 37}, {17, 300}}, 32, 8, 128, 16, cache, KvLayout::nhd, 611);
+        c.q_dtype = q;
+        c.sliding_window = 200;
+        c.split = SplitKv::on;
+        c.num_segments = 3;
+        c.with_lse = true;
+        const auto r = tool::run_paged_attention(ctx(), c);
+        EXPECT_TRUE(r.pass) << what << r.summary << "\n" << r.failure;
+        auto d = attention_case({{1, 4096}, {1, 100}}, 32, 8, 128, 32, cache, KvLayout::hnd, 612);
+        d.q_dtype = q;
+        const auto s = tool::run_paged_attention(ctx(), d);
+        EXPECT_TRUE(s.pass) << what << s.summary << "\n" << s.failure;
+      }
     }
   }
   ctx().impl().caps.coopmat_register_order = true;

@@ -55,8 +55,9 @@ struct Capabilities {
   // The bf16 16x16x16 shape (f32 accumulation) too, with VK_KHR_shader_bfloat16's
   // cooperative matrices: the matrix paths then take bf16 inputs.
   bool bf16_matrices = false;
-  // Whether a lane's elements of a 16 x 16 f16 matrix lie in the order the
-  // decode kernel builds fp8 caches' K and V matrices in, in registers
+  // Whether a lane's elements of a 16 x 16 f16 matrix (and bf16 matrix, with
+  // bf16_matrices) lie in the order the decode kernel builds fp8 caches' K
+  // and V matrices in, in registers
   // (shaders/include/abi/matrix_element_order.h). The order is the
   // implementation's: the Context probes it once when it is set up, with a
   // dispatch on its queue (none without a queue: then false, and fp8 K/V

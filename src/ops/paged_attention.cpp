@@ -133,7 +133,7 @@ abi::PagedAttentionSpec main_spec(const PagedAttentionPlanData& p, uint32_t bm, 
   spec.PA_SINGLE_TOKEN_ROWS = single_token_rows;
   spec.PA_KV_SUFFIX = p.suffix;
   spec.PA_PACK_O = pack_o;
-  spec.PA_REGISTER_MATRICES = p.register_matrices;
+  spec.PA_REGISTER_MATRICES = p.register_matrices && !pack_o;   // (the kernel's REGISTER_MATRICES excludes packed O)
   return spec;
 }
 
@@ -205,11 +205,11 @@ void check_variant(const PagedAttentionVariant& v) {
 
 // Whether the decode kernel builds this plan's K/V matrices in registers
 // (paged_attention_subgroup.comp, REGISTER_MATRICES: fp8 caches read 16
-// values per load, f16 q, head size 128, on a device whose matrix element
-// order it knows).
+// values per load, head size 128, on a device whose matrix element order it
+// knows).
 bool register_matrices(const Context& ctx, const PagedAttentionPlanData& p) {
   return p.path != Path::scalar && ctx.impl().caps.coopmat_register_order && is_fp8(p.cache.dtype) &&
-         p.cache.layout != KvLayout::split && p.cache.head_size == 128 && p.q_dtype == DType::f16 && !p.suffix;
+         p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
 }
 
 // Fills the parts of a plan that every constructor shares.
