@@ -632,7 +632,7 @@ void main() {
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
       load_pieces(it, k0 + 16 * int(NW), next, false, 0u, kraw);
       load_pieces(it, k0 + 16 * int(NW), next, true, 0u, vraw);
-      // Slice j: word j of keys g and g + 8, as f16 pairs of dims (h = 0, 1).
+      // Slice j: word j of keys g and g + 8, as ELEM pairs of dims (h = 0, 1).
       [[unroll]] for (uint j = 0; j < 8u; ++j) {
         const uvec4 h = elem8_from_fp8_swapped(j < 4u ? kc0[j % 4u] : kc1[j % 4u], j < 4u ? kc2[j % 4u] : kc3[j % 4u]);
         MatA ka;
@@ -664,6 +664,7 @@ void main() {
     coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     uvec4 vhold[8];   // STAGE_HALVES: this tile's V pieces, whose high halves are staged after P V's first half
     if (REGISTER_MATRICES) {
+      // (V's matrices are built from vc0..vc3 at P V.)
     } else if (STAGE_HALVES) {
       subgroup_sync();
       store_half(vraw, 0u, warp);
