@@ -8,6 +8,7 @@
 #include "abi/matrix_element_order.h"
 #include "attention_cases.hpp"
 #include "context_impl.hpp"
+#include "device_batch.hpp"
 #include "matrix_element_order.hpp"
 #include "ops/paged_attention_plan.hpp"
 #include "vk_test.hpp"
@@ -52,6 +53,30 @@ TEST_F(RegisterMatrices, TheProbeFindsTheOrderOnNvidia) {
   }
   EXPECT_EQ(detail::probe_register_order(ctx().impl()), c.coopmat_register_order);
   if (c.vendor_id == 0x10DE) EXPECT_TRUE(c.coopmat_register_order) << c.driver_info;
+}
+
+// Which plans take the register form: fp8 caches of head size 128 outside
+// the split layout, on a matrix path, where the Context knows the order.
+TEST_F(RegisterMatrices, PlansTakeThemOnlyWhereTheyApply) {
+  DeviceBatch batch(ctx(), {0, 1}, {20}, {0, 1}, 2);
+  auto plan_takes = [&](DType cache, KvLayout layout, uint32_t head_size, DType q) {
+    KvCacheConfig cfg{.num_blocks = 2, .block_size = 16, .num_kv_heads = 8, .head_size = head_size, .dtype = cache, .layout = layout};
+    PagedAttentionPlan plan(ctx(), cfg, 32, q, batch.lengths());
+    return std::pair<bool, bool>{plan.data().register_matrices, plan.path() != Path::scalar};
+  };
+  for (bool order : {false, true}) {
+    ctx().impl().caps.coopmat_register_order = order;
+    for (DType q : {DType::f16, DType::bf16}) {
+      if (q == DType::bf16 && !ctx().capabilities().bfloat16) continue;
+      for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+        const auto [takes, matrix] = plan_takes(cache, KvLayout::nhd, 128, q);
+        EXPECT_EQ(takes, order && matrix) << dtype_name(q) << " q, " << dtype_name(cache);
+        EXPECT_FALSE(plan_takes(cache, KvLayout::split, 128, q).first);
+        EXPECT_FALSE(plan_takes(cache, KvLayout::nhd, 64, q).first);
+      }
+      EXPECT_FALSE(plan_takes(DType::f16, KvLayout::nhd, 128, DType::f16).first);
+    }
+  }
 }
 
 // Decode rows and rows of several tokens (partly seen tiles, whose
