@@ -203,13 +203,20 @@ void check_variant(const PagedAttentionVariant& v) {
   }
 }
 
+// Whether the decode kernel's module for this cache reads 16 fp8 values per
+// load at head size 128 (the kernel's WIDE pieces, HALVES): the modules that
+// stage fp8 tiles in halves where the plan asks (PA_STAGE_HALVES; in the bf16
+// modules, not with packed O), at the head size where that was measured, and
+// that can build K/V matrices in registers instead (register_matrices).
+bool half_staging_module(const PagedAttentionPlanData& p) {
+  return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
+}
+
 // Whether the decode kernel builds this plan's K/V matrices in registers
-// (paged_attention_subgroup.comp, REGISTER_MATRICES: fp8 caches read 16
-// values per load, head size 128, on a device whose matrix element order it
-// knows).
+// (paged_attention_subgroup.comp, REGISTER_MATRICES), on a device whose
+// matrix element order it knows.
 bool register_matrices(const Context& ctx, const PagedAttentionPlanData& p) {
-  return p.path != Path::scalar && ctx.impl().caps.coopmat_register_order && is_fp8(p.cache.dtype) &&
-         p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
+  return p.path != Path::scalar && ctx.impl().caps.coopmat_register_order && half_staging_module(p);
 }
 
 // Fills the parts of a plan that every constructor shares.
@@ -218,14 +225,6 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
   p.path = choose_path(ctx, p.q_dtype, p.cache.dtype);
   p.register_matrices = register_matrices(ctx, p);
   p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), problem);
-}
-
-// Whether the decode kernel's module for this cache and q stages fp8 tiles
-// in halves where the plan asks (PA_STAGE_HALVES, the kernel's STAGE_HALVES:
-// 16-value pieces; in the bf16 modules, not with packed O), at the head size
-// where that was measured.
-bool half_staging_module(const PagedAttentionPlanData& p) {
-  return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
 }
 
 ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttentionPlanOptions& o) {
