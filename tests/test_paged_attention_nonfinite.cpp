@@ -159,9 +159,11 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   o.prefill = PrefillKernel::off;
   PagedAttentionPlan plan(ctx(), cfg, Hq, p.q, batch.lengths(), o);
   // (On an H200's 132 SMs the tiles are staged in halves; the CPU device runs the scalar kernel.)
+  // (bf16 q with K/V matrices built in registers always: ScheduleProblem::registers_hold_two.)
   const bool halves = plan.path() != Path::scalar &&
-                      detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
-                                                std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q));
+                      ((plan.data().register_matrices && p.q == DType::bf16) ||
+                       detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
+                                                 std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q)));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
   const uint32_t tokens = seqs * T;
   const auto o_ = run_with_unit_queries(ctx(), plan, cache, batch, tokens, Hq, D, p.q, p.window);

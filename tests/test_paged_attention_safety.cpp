@@ -354,6 +354,41 @@ TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
   EXPECT_FALSE(detail::schedule_paged_attention(dev, Batch({}, 16, 4096).p).pack_o);
 }
 
+// bf16 q with an fp8 cache whose K/V matrices are built in registers: that
+// module's registers hold an SM to 2 workgroups of 4, so its plans stage half
+// tiles (their shared memory, not their staging, is what counts there) and
+// split by waves of 2 per SM. H200, bf16 q, e4m3, ctx 4096, B=64: split in 3
+// segments for waves of 3 it took 272.8 µs, unsplit 243.6 (e5m2 246.2 and
+// 213.2); B=256 ran unsplit either way (DEVELOPERS.md, "K and V matrices
+// built in registers").
+TEST(PagedAttentionPlanSegments, RegisterBuiltBf16MatricesCountTwoWorkgroupsPerSm) {
+  detail::ScheduleDevice dev = h200_coopmat2();
+  dev.has_16x8x16 = false;
+  dev.bf16 = true;
+  for (uint32_t b : {24u, 34u, 64u, 256u}) {
+    Batch staged({}, b, 4096);
+    staged.p.half_staging_wave = detail::half_staging_wave(DType::bf16);
+    Batch registers = staged;
+    registers.p.registers_hold_two = true;
+    const detail::Schedule s = detail::schedule_paged_attention(dev, staged.p), r = detail::schedule_paged_attention(dev, registers.p);
+    EXPECT_EQ(r.workgroup, 128u) << "B=" << b;
+    EXPECT_TRUE(r.stage_halves) << "B=" << b;   // 2 per SM by shared memory too
+    EXPECT_FALSE(r.pack_o) << "B=" << b;
+    EXPECT_EQ(r.num_segments, detail::automatic_segments(Path::coopmat2, 132, std::vector<int64_t>(8 * b, 4096), 2)) << "B=" << b;
+    if (b == 64) {
+      EXPECT_EQ(s.num_segments, 3u);   // waves of 3 per SM
+      EXPECT_EQ(r.num_segments, 1u);
+    }
+    if (b == 24) EXPECT_FALSE(s.stage_halves);   // whole tiles where no third workgroup would run
+  }
+  // At most one item per SM the bf16 modules pack O and stage whole tiles.
+  Batch few({}, 16, 4096);
+  few.p.registers_hold_two = true;
+  const detail::Schedule f = detail::schedule_paged_attention(dev, few.p);
+  EXPECT_TRUE(f.pack_o);
+  EXPECT_FALSE(f.stage_halves);
+}
+
 // Routing sequences by rows (detail::schedule_paged_attention), only on a
 // matrix path with the prefill kernel: with PrefillKernel::on, sequences of
 // more rows than one token's decode tile; with automatic, on coopmat2,

@@ -224,7 +224,9 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
   p.context_id = ctx.id();
   p.path = choose_path(ctx, p.q_dtype, p.cache.dtype);
   p.register_matrices = register_matrices(ctx, p);
-  p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), problem);
+  ScheduleProblem sp = problem;
+  sp.registers_hold_two = p.register_matrices && p.q_dtype == DType::bf16;
+  p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), sp);
 }
 
 ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttentionPlanOptions& o) {

@@ -356,12 +356,13 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   }
 
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
-  const bool halves = half_staging_pays(dev.path, sms, base, p.half_staging_wave);
+  const bool halves = p.registers_hold_two || half_staging_pays(dev.path, sms, base, p.half_staging_wave);
+  const uint32_t per_sm = halves && !p.registers_hold_two ? 3u : 2u;   // 4-subgroup workgroups an SM holds
   uint64_t segments = 1;
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
   else if (p.split == SplitKv::automatic)
-    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, halves ? 3u : 2u);
+    segments = route.segments ? route.segments : automatic_segments(dev.path, sms, base, per_sm);
   if (p.split == SplitKv::on && p.num_segments > 256)
     fail("num_segments = " + std::to_string(p.num_segments) + " is not supported: expected 1 to 256");
   segments = std::clamp<uint64_t>(segments, 1, 256);
@@ -390,7 +391,7 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
     s.workgroup = matrix_subgroups(s.max_workgroup / dev.subgroup_size, sms, split) * dev.subgroup_size;
     const uint32_t nw = s.workgroup / dev.subgroup_size;
     s.pack_o = packed_slices_fit(dev, p.head_size, s.bm, s.tile_rows, nw) && pack_slices(nw, sms, split);
-    s.stage_halves = halves && nw == 4;
+    s.stage_halves = halves && nw == 4 && !s.pack_o;   // (packed modules stage whole tiles)
   }
   s.q_tiles = static_cast<uint32_t>(std::min<uint64_t>(q_tiles, UINT32_MAX));
   s.num_workgroups = any_decode ? q_tiles * p.num_kv_heads * segments : 0;

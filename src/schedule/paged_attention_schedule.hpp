@@ -43,6 +43,12 @@ struct ScheduleProblem {
   // how long a wave of 3 per SM takes against a wave of 2
   // (half_staging_wave); 0 where it cannot.
   float half_staging_wave = 0;
+  // bf16 q with K/V matrices built in registers (the decode kernel's
+  // REGISTER_MATRICES): that module's registers (182 on an H200) hold an SM
+  // to 2 workgroups of 4 whatever their shared memory. It stages nothing, so
+  // half tiles only keep its shared memory within what 2 per SM allow (whole
+  // ones would allow 1), and a split must count waves of 2 per SM, not 3.
+  bool registers_hold_two = false;
 };
 
 // The prefill kernel's part of a plan that routes sequences by their rows.
