@@ -302,9 +302,12 @@ shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS];
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
 shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
 shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
-shared float final_m[16], final_l[16];
+// Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles at GQA 4
+// the 144 bytes this saves are what let 2 workgroups of 4 share an SM's 48
+// KiB (abi/paged_attention.h counts them).
+shared float final_m[PA_TILE_ROWS], final_l[PA_TILE_ROWS];
 
-shared int row_qpos[16];
+shared int row_qpos[PA_TILE_ROWS];
 
 // Orders this subgroup's shared-memory accesses across its lanes. Shared
 // memory only: a barrier that also covered global memory could make the
@@ -588,7 +591,7 @@ void main() {
   const int num_tiles = it.kv_end > a0 ? (it.kv_end - a0 + 15) / 16 : 0;
   load_tile_entries(it, 0u, a0, num_tiles, warp);
 
-  if (tid < BM) row_qpos[tid] = pa_row_position(it, tid);
+  if (tid < TR) row_qpos[tid] = pa_row_position(it, tid);
   int seen_lo, seen_hi;
   seen_by_every_row(it, seen_lo, seen_hi);
 

@@ -230,8 +230,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 #define PA_SUBGROUP_STAGE_VEC4(D, NW, TR) PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, 0u)
 #define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
   (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
-   3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * 16u /* final_m, final_l */ +           \
-   4u * 16u /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */ + 16u /* split_kv_merge.glsl's flag */)
+   3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * (TR) /* final_m, final_l */ +         \
+   4u * (TR) /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */ + 16u /* split_kv_merge.glsl's flag */)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \
