@@ -161,7 +161,7 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   // (On an H200's 132 SMs the tiles are staged in halves; the CPU device runs the scalar kernel.)
   // (bf16 q with K/V matrices built in registers always: ScheduleProblem::registers_hold_two.)
   const bool halves = plan.path() != Path::scalar &&
-                      ((plan.data().register_matrices && p.q == DType::bf16) ||
+                      (detail::registers_hold_two(plan.data()) ||
                        detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
                                                  std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q)));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);

@@ -230,7 +230,8 @@ TEST(PagedAttentionPlanTile, DecodeTilesFollowTheRowsAndTheSharedMemory) {
     EXPECT_LE(PA_SUBGROUP_SHARED_BYTES(128, 8, t.bm, t.rows, 1u), dev.max_shared_memory);
     // Two 4-subgroup workgroups (batches of more items than SMs) share an
     // SM's 48 KiB: bf16's were 16 bytes over by this count (8 by the
-    // driver's), and ran one per SM (DEVELOPERS.md, "bf16 q with fp8 caches").
+    // driver's), and ran one per SM (DEVELOPERS.md, "bf16 q with fp8 caches:
+    // what holds it").
     EXPECT_LE(2u * PA_SUBGROUP_SHARED_BYTES(128, 4, t.bm, t.rows, 1u), 49152u);
     EXPECT_EQ(detail::packed_slices_fit(dev, 128, t.bm, t.rows, 8), dev.bf16);   // packed O fits too (bf16 only)
     EXPECT_EQ(choose_tile(dev, 128, 8).workgroup, 8u * 32u);   // GQA 8: packing never costs subgroups
@@ -363,8 +364,8 @@ TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
 // tiles (their shared memory, not their staging, is what counts there) and
 // split by waves of 2 per SM. H200, bf16 q, e4m3, ctx 4096, B=64: split in 3
 // segments for waves of 3 it took 272.8 µs, unsplit 243.6 (e5m2 246.2 and
-// 213.2); B=256 ran unsplit either way (DEVELOPERS.md, "K and V matrices
-// built in registers").
+// 213.2); B=256 ran unsplit either way (DEVELOPERS.md, "bf16 q with fp8
+// caches: what holds it").
 TEST(PagedAttentionPlanSegments, RegisterBuiltBf16MatricesCountTwoWorkgroupsPerSm) {
   detail::ScheduleDevice dev = h200_coopmat2();
   dev.has_16x8x16 = false;

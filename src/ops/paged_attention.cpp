@@ -225,7 +225,7 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
   p.path = choose_path(ctx, p.q_dtype, p.cache.dtype);
   p.register_matrices = register_matrices(ctx, p);
   ScheduleProblem sp = problem;
-  sp.registers_hold_two = p.register_matrices && p.q_dtype == DType::bf16;
+  sp.registers_hold_two = registers_hold_two(p);
   p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), sp);
 }
 

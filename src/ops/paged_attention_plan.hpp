@@ -25,6 +25,10 @@ struct PagedAttentionPlanData {
   Schedule schedule;
 };
 
+// bf16 q with K/V matrices built in registers: the module's registers hold an
+// SM to 2 workgroups of 4 (ScheduleProblem::registers_hold_two).
+inline bool registers_hold_two(const PagedAttentionPlanData& p) { return p.register_matrices && p.q_dtype == DType::bf16; }
+
 // What prefix_prefill adds to a paged-attention run: the new tokens' K/V.
 struct SuffixKv {
   const TensorView* key = nullptr;
