@@ -524,6 +524,25 @@ TEST(AttentionRef, SegmentsPartitionTheKeysAndCombineToTheResult) {
     }
 }
 
+// A problem large enough that paged_attention splits its tokens among threads
+// (attention_ref.cpp's for_token_ranges, where the CPU has more than one
+// core): every token's rows, empty sequences between them included, match
+// the one-thread computation of the segments' form.
+TEST(AttentionRef, LargeProblemsSplitAmongThreadsGiveTheSameRows) {
+  BuildOptions o;
+  o.num_q_heads = 8;
+  o.num_kv_heads = 2;
+  o.head_size = 64;
+  o.block_size = 16;
+  o.value_seed = 31;
+  std::vector<SeqSpec> seqs;
+  for (int32_t s = 0; s < 40; ++s) seqs.push_back({s % 7 == 3 ? 0 : 1 + s % 4, 1500 + 40 * s});   // 1.0e8 key-dims
+  Built b = build(seqs, o);
+  b.p.sinks = {1.0, -0.5, 0.25, 3.0, -1.0, 0.0, 2.0, -2.0};
+  const auto want = combine_segments(paged_attention_segments(b.p, 1, 16));
+  expect_near(paged_attention(b.p), want, 1e-13, "threaded");
+}
+
 // ---- Bad input ----------------------------------------------------------------
 
 TEST(AttentionRef, InvalidInputThrows) {
