@@ -225,6 +225,7 @@ void validate(const PagedAttentionProblem& p) {
 // computed by one thread, in the same order, so the result does not depend on
 // the split; small problems (about half a second's work or less) stay on the
 // calling thread.
+namespace {
 template <class Rows>
 void for_token_ranges(const PagedAttentionProblem& p, Rows rows) {
   double work = 0;   // key-dims of dot products, about
@@ -251,6 +252,8 @@ void for_token_ranges(const PagedAttentionProblem& p, Rows rows) {
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
+
+}  // namespace
 
 PagedAttentionResult paged_attention(const PagedAttentionProblem& p) {
   validate(p);
