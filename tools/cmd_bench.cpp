@@ -102,6 +102,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const bool decode = suite->name == "decode" || suite->name == "prefill";
   std::string *dtype = nullptr, *cache_dtype = nullptr, *layout = nullptr, *prefill_kernel = nullptr;
   int64_t *block_size = nullptr, *segments = nullptr, *head_size = nullptr;
+  int64_t *q_heads = nullptr, *kv_heads = nullptr, *query_len = nullptr;
   if (decode) {
     dtype = &f.add_choice("dtype", "f16", {"f16", "bf16"}, "q and out dtype");
     cache_dtype = &f.add_choice("cache-dtype", "same", {"same", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"},
@@ -111,7 +112,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     prefill_kernel = &f.add_choice("prefill-kernel", "auto", {"auto", "on", "off"},
                                    "run long sequences on the prefill kernel (auto: when the batch fills the GPU)");
     segments = &f.add_int("segments", 0, "split every case's KV ranges into N segments (0: the plan's choice; 1: unsplit; for schedule experiments)", 0, 256);
+    q_heads = &f.add_int("q-heads", 0, "query heads of every case (0: 32, or 8 with --quick)", 0, 1024);
+    kv_heads = &f.add_int("kv-heads", 0, "kv heads of every case, dividing --q-heads (0: 8, or 2 with --quick)", 0, 1024);
   }
+  if (suite->name == "decode")
+    query_len = &f.add_int("query-len", 1, "new tokens per decoding sequence (2 or more: speculative decoding's rows)", 1, 64);
   if (suite->name == "prefill")
     head_size = &f.add_int("head-size", 0, "run every case at this head size (a multiple of 16; 0: each case's own)", 0, 256);
   std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
@@ -191,6 +196,22 @@ int cmd_bench(const std::vector<std::string>& args) {
     d.layout = parse_layout(*layout);
     d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
     d.segments = static_cast<uint32_t>(*segments);
+    d.q_heads = static_cast<uint32_t>(*q_heads);
+    d.kv_heads = static_cast<uint32_t>(*kv_heads);
+    {
+      const int64_t qh = *q_heads ? *q_heads : (quick ? 8 : 32), kh = *kv_heads ? *kv_heads : (quick ? 2 : 8);
+      if (qh % kh)
+        throw cli::UsageError("--q-heads " + std::to_string(qh) + " and --kv-heads " + std::to_string(kh) +
+                              ": expected kv heads that divide the q heads");
+    }
+    if (query_len) {
+      d.query_len = static_cast<uint32_t>(*query_len);
+      const int64_t shortest = f.was_set("context") ? *std::min_element(decode_contexts->begin(), decode_contexts->end())
+                                                    : (quick ? 100 : DecodeOptions::kSweepContexts[0]);
+      if (*query_len > shortest)
+        throw cli::UsageError("--query-len " + std::to_string(*query_len) + ": expected at most the shortest context (" +
+                              std::to_string(shortest) + ")");
+    }
     if (head_size) {
       if (*head_size % 16) throw cli::UsageError("--head-size " + std::to_string(*head_size) + ": expected a multiple of 16 (16 to 256), or 0");
       d.head_size = static_cast<uint32_t>(*head_size);

@@ -41,6 +41,8 @@ uint32_t cdiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1)
 }  // namespace
 
 AttentionShape DecodeOptions::shape(AttentionShape sh) const {
+  if (q_heads) sh.q_heads = q_heads;
+  if (kv_heads) sh.kv_heads = kv_heads;
   sh.dtype = cache_dtype;
   sh.q_dtype = dtype;
   sh.layout = layout;
@@ -52,6 +54,9 @@ AttentionShape DecodeOptions::shape(AttentionShape sh) const {
 std::string DecodeOptions::name_suffix() const {
   std::string variant;
   auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
+  if (q_heads || kv_heads)
+    note(std::to_string(q_heads ? q_heads : 32) + "/" + std::to_string(kv_heads ? kv_heads : 8) + " heads");
+  if (query_len != 1) note(std::to_string(query_len) + "-token queries");
   if (dtype != DType::f16) note(std::string(dtype_name(dtype)) + " q");
   if (cache_dtype != DType::f16) note(std::string(dtype_name(cache_dtype)) + " cache");
   if (layout != KvLayout::nhd) note(std::string(layout_name(layout)));
@@ -235,16 +240,18 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   if (!o.batches.empty()) batches = o.batches;
   if (!o.contexts.empty()) ctxs = o.contexts;
   const uint32_t verify_len = quick ? 150 : 1100;
+  const uint32_t ql = o.query_len;   // each sequence's new tokens, among its L
   for (uint32_t B : batches)
     for (uint32_t L : ctxs) {
-      Seqs seqs(B, {1, L});
+      if (L < ql) continue;   // (the flags' check says so before)
+      Seqs seqs(B, {ql, L});
       // Verification: up to three sequences of (capped) lengths around L.
-      const uint32_t v = std::min(L, verify_len);
-      Seqs vs = {{1, v}};
-      if (B > 1) vs.push_back({1, std::max(1u, v - 7)});
-      if (B > 2) vs.push_back({1, v / 2 + 3});
+      const uint32_t v = std::max(ql, std::min(L, verify_len));
+      Seqs vs = {{ql, v}};
+      if (B > 1) vs.push_back({ql, std::max(ql, v - 7)});
+      if (B > 2) vs.push_back({ql, std::max(ql, v / 2 + 3)});
       attention_case(ctx, ops, "B=" + std::to_string(B) + " ctx=" + std::to_string(L) + variant, seqs, sh, vs,
-                  {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", "1"}}, "memory");
+                  {{"batch", std::to_string(B)}, {"ctx", std::to_string(L)}, {"query_len", std::to_string(ql)}}, "memory");
     }
   // A varlen batch: decode rows next to chunked-prefill rows.
   const Seqs mixed = quick ? Seqs{{1, 133}, {5, 18}, {17, 63}, {1, 250}}
@@ -252,7 +259,9 @@ std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions&
   const Seqs mixed_verify = quick ? mixed : Seqs{{1, 1328}, {5, 18}, {33, 463}, {1, 1100}, {16, 600}};
   uint32_t max_ctx = 0;
   for (auto [q, s] : mixed) max_ctx = std::max(max_ctx, s);
-  attention_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs" + variant, mixed, sh, mixed_verify,
+  DecodeOptions varlen = o;   // (its own query lengths)
+  varlen.query_len = 1;
+  attention_case(ctx, ops, "varlen " + std::to_string(mixed.size()) + " seqs" + varlen.name_suffix(), mixed, sh, mixed_verify,
               {{"batch", std::to_string(mixed.size())}, {"ctx", std::to_string(max_ctx)}, {"query_len", "mixed"}}, "memory");
   return ops;
 }

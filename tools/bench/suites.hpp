@@ -40,11 +40,17 @@ struct DecodeOptions {
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t segments = 0;   // 0: the plan's split; 1: SplitKv::off; N: SplitKv::on with N segments (schedule experiments)
   uint32_t head_size = 0;  // `bench prefill`: every case at this head size (0: each case's own)
+  // Every case's q and kv heads (0: the suite's own, 32 and 8), e.g. 64/8
+  // for GQA 8; and for `bench decode`, each decoding sequence's new tokens
+  // (2 or more: speculative decoding's verification rows).
+  uint32_t q_heads = 0, kv_heads = 0;
+  uint32_t query_len = 1;
   // `bench decode`'s grid (empty: the sweep below, or --quick's small one).
   static constexpr uint32_t kSweepBatches[] = {1, 16, 64, 256};
   static constexpr uint32_t kSweepContexts[] = {512, 4096, 32768};
   std::vector<uint32_t> batches, contexts;
-  AttentionShape shape(AttentionShape heads) const;   // `heads` with these dtypes, layout and kernel choice
+  // `heads` (the suite's own) with these heads, dtypes, layout and kernel choice.
+  AttentionShape shape(AttentionShape heads) const;
   // What the case names add: how the run differs from the default sweep
   // (f16 q and cache, NHD, block 16, the automatic kernel), e.g. " (bf16 q, block 32)".
   std::string name_suffix() const;
