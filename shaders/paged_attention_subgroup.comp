@@ -300,11 +300,11 @@ const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * P
 #endif
 shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS];
 shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
-shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
-shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];
-// Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles at GQA 4
-// the 144 bytes this saves are what let 2 workgroups of 4 share an SM's 48
-// KiB (abi/paged_attention.h counts them).
+// Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles the
+// bytes this saves are part of what lets 2 workgroups of 4 share an SM's 48
+// KiB at GQA 4 and 8 (abi/paged_attention.h counts them).
+shared float row_m[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * PA_TILE_ROWS];
+shared float row_l[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * PA_TILE_ROWS];
 shared float final_m[PA_TILE_ROWS], final_l[PA_TILE_ROWS];
 
 shared int row_qpos[PA_TILE_ROWS];
@@ -865,8 +865,8 @@ void main() {
 
   // Merge the subgroups: rescale each O to the rows' common max, sum in `stage`.
   if (lane % LPR == 0u) {
-    row_m[warp * 16u + my_row] = m;
-    row_l[warp * 16u + my_row] = l;
+    row_m[warp * TR + my_row] = m;
+    row_l[warp * TR + my_row] = l;
   }
   // Whether the subgroup staged a non-finite V value as 0, in its own S tile
   // (no longer used; no shared variable of its own: see DEVELOPERS.md).
@@ -879,8 +879,8 @@ void main() {
   PaItem again;   // the whole item, for the rare path only
   if (fix) again = pa_load_item(item);
   float mm = VKA_NEG_INF, ll = 0.0;
-  for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * 16u + my_row]);
-  for (uint w = 0; w < NW; ++w) ll += row_l[w * 16u + my_row] * vka_exp_diff(row_m[w * 16u + my_row], mm);
+  for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * TR + my_row]);
+  for (uint w = 0; w < NW; ++w) ll += row_l[w * TR + my_row] * vka_exp_diff(row_m[w * TR + my_row], mm);
 #if PA_MATRIX_BF16
   if (lane % LPR < GO) row_scale[warp * 16u + (lane % LPR) * TR + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
 #else

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "abi/common.h"
 #include "context_impl.hpp"
 #include "op_support.hpp"
 
@@ -33,7 +34,7 @@ KvLayout parse_layout(std::string_view name) {
 
 namespace {
 
-constexpr uint32_t kMaxChunks = 64;   // the kernels' chunk table (paged_attention_io.glsl)
+constexpr uint32_t kMaxChunks = abi::KV_MAX_CHUNKS;
 
 [[noreturn]] void bad_field(std::string_view prefix, const std::string& field, const std::string& value,
                             const std::string& expected) {

@@ -29,6 +29,7 @@ struct GuardedCase {
   int32_t sliding_window = 0;
   SplitKv split = SplitKv::automatic;
   GuardAt at = GuardAt::end;
+  PrefillKernel prefill = PrefillKernel::automatic;
 };
 
 void PrintTo(const GuardedCase& c, std::ostream* os) { *os << c.name; }
@@ -101,6 +102,7 @@ std::string run_guarded(Context& ctx, const GuardedCase& c) {
 
   PagedAttentionPlanOptions popt;
   popt.split = c.split;
+  popt.prefill = c.prefill;
   const PagedAttentionPlan plan(ctx, cfg, Hq, DType::f16, PagedAttentionLengths{qsl, seq_lens}, popt);
   PagedAttentionArgs args;
   args.q = TensorView::contiguous(q.ref(), DType::f16, {T, Hq, D}, q.offset());
@@ -188,6 +190,9 @@ std::vector<GuardedCase> cases() {
   // Prefill rows (16-row tiles) next to decode ones.
   v.push_back({.name = "mixed_gqa5_d64_f16_split", .seqs = {{1, 200}, {5, 18}, {17, 63}}, .num_q_heads = 40, .head_size = 64,
                .layout = KvLayout::split});
+  // A prompt on the prefill kernel (matrix paths): its tiles' keys in chunks
+  // past the 8 whose bases the kernels hold in shared memory.
+  v.push_back({.name = "prefill_gqa1_d128_f16_nhd", .seqs = {{160, 200}, {1, 37}}, .prefill = PrefillKernel::on});
   return v;
 }
 

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 
+#include "abi/paged_attention.h"
 #include "attention_cases.hpp"
 #include "device_batch.hpp"
 #include "runners/paged_attention_runner.hpp"
@@ -398,6 +399,29 @@ TEST_P(PagedAttentionCombos, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCombos, ::testing::ValuesIn(combos()),
                          [](const auto& info) { return info.param.name; });
+
+// A cache of more chunks than the kernels hold bases of in shared memory
+// (PA_SHARED_CHUNKS): keys in the further chunks take their chunk's base from
+// the table in memory. Small chunks force it on any device; a decode split
+// into segments and a prompt on the prefill kernel (matrix paths) both read
+// keys there.
+TEST(PagedAttentionChunks, KeysPastTheSharedChunkTableReadTheTableInMemory) {
+  auto opts = test_options();
+  opts.max_chunk_bytes = 4 * 16 * 2 * 64 * 2;   // 4 blocks of 16 tokens, 2 heads x 64, f16
+  Context ctx(opts);
+  auto c = make({{1, 1328}, {160, 463}, {1, 37}}, 4, 2, 64, 16, DType::f16, KvLayout::nhd, 431);
+  c.prefill = PrefillKernel::on;
+  c.split = SplitKv::on;
+  c.num_segments = 3;
+  {
+    const PagedKvCache probe(ctx, KvCacheConfig{.num_blocks = 114, .block_size = 16, .num_kv_heads = 2, .head_size = 64});
+    ASSERT_EQ(probe.blocks_per_chunk(), 4u);
+    ASSERT_GT(probe.num_chunks(), PA_SHARED_CHUNKS * 2u);
+  }
+  auto r = tool::run_paged_attention(ctx, c);
+  EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure << "\ntolerance: " << r.tolerance;
+  for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << m;
+}
 
 // PrefillKernel::automatic (the default) on a batch whose long sequences fill
 // a GPU of up to 320 multiprocessors: 20 sequences of 40 tokens (160 rows,

@@ -174,25 +174,31 @@ uint pa_q_bits(PaItem it, uint r, uint d) {
   return uint(q16[pa_view_offset(PA_VIEW_Q) + token * pc.q_token_stride + head * pc.q_head_stride + d]);
 }
 
-// Up to 64 K and 64 V chunk bases, read once per workgroup (the plan refuses
-// caches of more chunks), so that a key's address needs no dependent load.
-const uint PA_MAX_CHUNKS = 64u;
-shared uint64_t pa_chunk_base[2u * PA_MAX_CHUNKS];
+// The first PA_SHARED_CHUNKS K and V chunk bases, read once per workgroup,
+// so that a key's address needs no dependent load. A cache of more chunks
+// (more than 8 x 4 GiB of K on an H200, or an application's small chunks)
+// reads the others' from the table in memory at each use. Each byte counts:
+// two workgroups of 4 subgroups share an SM's 48 KiB (abi/paged_attention.h).
+shared uint64_t pa_chunk_base[2u * PA_SHARED_CHUNKS];
 
+// Shared slot i holds K chunk i (i < n) or V chunk i - n, n = this count.
+uint pa_shared_chunks() { return min(pc.num_k_chunks, PA_SHARED_CHUNKS); }
 // In two halves, so that a kernel can issue the loads before its own first
 // ones (the item's lengths) and store them after: pa_fetch_chunk_base loads
-// this invocation's first entry, pa_store_chunk_bases stores it and loads and
-// stores any others (none where 2 x chunks <= the workgroup size). Every
-// invocation calls both; a barrier() must follow before pa_block_address.
+// this invocation's first entry, pa_store_chunk_bases stores it and loads
+// and stores any others (none where 2 x PA_SHARED_CHUNKS <= the workgroup
+// size). Every invocation calls both; a barrier() must follow before
+// pa_block_address.
 uint64_t pa_fetch_chunk_base() {
-  const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS), i = gl_LocalInvocationIndex;
-  return i < 2u * n ? VkaChunkTable(pc.chunk_table_address).address[i] : 0ul;
+  const uint n = pa_shared_chunks(), i = gl_LocalInvocationIndex;
+  return i < 2u * n ? VkaChunkTable(pc.chunk_table_address).address[i < n ? i : pc.num_k_chunks + i - n] : 0ul;
 }
 void pa_store_chunk_bases(uint64_t first) {
-  const uint n = min(pc.num_k_chunks, PA_MAX_CHUNKS), i0 = gl_LocalInvocationIndex;
-  if (i0 < 2u * n) pa_chunk_base[(i0 < n ? 0u : PA_MAX_CHUNKS) + i0 % n] = first;
+  const uint n = pa_shared_chunks(), i0 = gl_LocalInvocationIndex;
+  if (i0 < 2u * n) pa_chunk_base[i0 < n ? i0 : PA_SHARED_CHUNKS + i0 - n] = first;
   for (uint i = i0 + PA_WORKGROUP_SIZE; i < 2u * n; i += PA_WORKGROUP_SIZE)
-    pa_chunk_base[(i < n ? 0u : PA_MAX_CHUNKS) + i % n] = VkaChunkTable(pc.chunk_table_address).address[i];
+    pa_chunk_base[i < n ? i : PA_SHARED_CHUNKS + i - n] =
+        VkaChunkTable(pc.chunk_table_address).address[i < n ? i : pc.num_k_chunks + i - n];
 }
 void pa_load_chunk_bases() { pa_store_chunk_bases(pa_fetch_chunk_base()); }
 
@@ -200,7 +206,8 @@ uint64_t pa_block_address(bool is_value, uint block) {
   uint chunk;
   uint64_t offset;
   vka_kv_locate_block(block, pc.blocks_per_chunk, PA_BLOCK_BYTES, chunk, offset);
-  return pa_chunk_base[(is_value ? PA_MAX_CHUNKS : 0u) + chunk] + offset;
+  if (chunk < PA_SHARED_CHUNKS) return pa_chunk_base[(is_value ? PA_SHARED_CHUNKS : 0u) + chunk] + offset;
+  return VkaChunkTable(pc.chunk_table_address).address[(is_value ? pc.num_k_chunks : 0u) + chunk] + offset;
 }
 
 // The block-table entry of key k_pos (< seq_len <= the table's capacity,

@@ -57,7 +57,7 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
   }
   // Scalar: the largest tile whose shared memory fits the device.
   auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases, merge flag
-    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + 1024u + 16u;
+    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + PA_CHUNK_BASE_BYTES + 16u;
   };
   uint32_t bm = max_rows >= 16 ? 16u : std::bit_ceil(std::max<uint32_t>(max_rows, 1));
   uint32_t bn = head_size <= 128 ? 32 : 16;

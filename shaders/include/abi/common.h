@@ -46,6 +46,9 @@ VKA_CONST(KV_LAYOUT_NHD, 0)    // [blocks, block_size, heads, head_size]
 VKA_CONST(KV_LAYOUT_HND, 1)    // [blocks, heads, block_size, head_size]
 VKA_CONST(KV_LAYOUT_SPLIT, 2)  // vLLM: K [blocks, heads, head_size/x, block_size, x], V [blocks, heads, head_size, block_size]
 
+// A cache's chunks at most (K and V each): PagedKvCache refuses more.
+VKA_CONST(KV_MAX_CHUNKS, 64)
+
 // Error codes a kernel records in the context's status buffer (status.glsl).
 // Word 0 holds the code of the first error; words 1..3 its details.
 VKA_CONST(STATUS_OK, 0)

@@ -171,7 +171,13 @@ VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an i
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
    16u /* flags */ +                                                                                          \
-   1024u /* paged_attention_io.glsl's chunk bases */)
+   PA_CHUNK_BASE_BYTES)
+
+// The chunk bases the paged kernels hold in shared memory (paged_attention_io.glsl):
+// 8 of K and 8 of V, 32 GiB of each at 4 GiB per chunk. Further chunks'
+// bases are read from memory where used.
+#define PA_SHARED_CHUNKS 8u
+#define PA_CHUNK_BASE_BYTES (2u * 8u * PA_SHARED_CHUNKS)
 
 // paged_attention_subgroup.comp (the decode kernel, matrix paths). Its tiles
 // have BM rows, the matrices' N (8 or 16), but an item of a plan whose
@@ -230,8 +236,8 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
 #define PA_SUBGROUP_STAGE_VEC4(D, NW, TR) PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, 0u)
 #define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
   (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
-   3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 2u * 4u * (TR) /* final_m, final_l */ +         \
-   4u * (TR) /* row_qpos */ + 1024u /* paged_attention_io.glsl's chunk bases */ + 16u /* split_kv_merge.glsl's flag */)
+   4u * 16u * (NW) /* row_scale */ + 2u * 4u * (TR) * ((NW) + 1u) /* row_m, row_l, final_m, final_l */ +         \
+   4u * (TR) /* row_qpos */ + PA_CHUNK_BASE_BYTES + 16u /* split_kv_merge.glsl's flag */)
 
 #define PAGED_ATTENTION_REDUCE_SPEC(X) \
   X(0, PR_HEAD_SIZE, 128)              \
