@@ -117,7 +117,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
   if (suite->name == "decode")
     query_len = &f.add_int("query-len", 1, "new tokens per decoding sequence (2 or more: speculative decoding's rows)", 1, 64);
-  if (suite->name == "prefill")
+  if (decode)
     head_size = &f.add_int("head-size", 0, "run every case at this head size (a multiple of 16; 0: each case's own)", 0, 256);
   std::vector<int64_t> *decode_batches = nullptr, *decode_contexts = nullptr;
   if (suite->name == "decode") {

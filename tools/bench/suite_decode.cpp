@@ -54,6 +54,7 @@ AttentionShape DecodeOptions::shape(AttentionShape sh) const {
 std::string DecodeOptions::name_suffix() const {
   std::string variant;
   auto note = [&](const std::string& s) { variant += (variant.empty() ? " (" : ", ") + s; };
+  if (head_size) note("head size " + std::to_string(head_size));
   if (q_heads || kv_heads)
     note(std::to_string(q_heads ? q_heads : 32) + "/" + std::to_string(kv_heads ? kv_heads : 8) + " heads");
   if (query_len != 1) note(std::to_string(query_len) + "-token queries");
@@ -231,7 +232,8 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
 std::vector<BenchOp> decode_cases(Context& ctx, bool quick, const DecodeOptions& o) {
   std::vector<BenchOp> ops;
   // quick: tiny sizes a CPU device runs in a blink; otherwise the sweep.
-  const Shape sh = o.shape(quick ? Shape{8, 2, 64, o.block_size} : Shape{32, 8, 128, o.block_size});
+  const uint32_t d = o.head_size ? o.head_size : quick ? 64 : 128;
+  const Shape sh = o.shape(quick ? Shape{8, 2, d, o.block_size} : Shape{32, 8, d, o.block_size});
   const std::string variant = o.name_suffix();
   std::vector<uint32_t> batches = quick ? std::vector<uint32_t>{1, 4}
                                         : std::vector<uint32_t>(std::begin(o.kSweepBatches), std::end(o.kSweepBatches));

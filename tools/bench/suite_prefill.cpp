@@ -16,7 +16,9 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
   auto shape = [&](uint32_t head_size) {
     return o.shape(quick ? AttentionShape{8, 2, head_size, o.block_size} : AttentionShape{32, 8, head_size, o.block_size});
   };
-  const std::string variant = o.name_suffix();
+  DecodeOptions named = o;   // (names carry the head size already)
+  named.head_size = 0;
+  const std::string variant = named.name_suffix();
   const uint32_t n = quick ? 16 : 1;   // sizes divide by this on a CPU device
   // With --head-size every case runs at that size, and the cases that are
   // there for other head sizes are left out.

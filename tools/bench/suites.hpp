@@ -39,7 +39,7 @@ struct DecodeOptions {
   KvLayout layout = KvLayout::nhd;
   PrefillKernel prefill = PrefillKernel::automatic;
   uint32_t segments = 0;   // 0: the plan's split; 1: SplitKv::off; N: SplitKv::on with N segments (schedule experiments)
-  uint32_t head_size = 0;  // `bench prefill`: every case at this head size (0: each case's own)
+  uint32_t head_size = 0;  // every case at this head size (0: each case's own)
   // Every case's q and kv heads (0: the suite's own, 32 and 8), e.g. 64/8
   // for GQA 8; and for `bench decode`, each decoding sequence's new tokens
   // (2 or more: speculative decoding's verification rows).
