@@ -167,6 +167,20 @@ const bool PREFETCH = PPL <= 8u;
 // (abi/paged_attention.h), for two more subgroup barriers per tile. (In the
 // bf16 modules, not with PACK: defined below.)
 const uint HALF_ROW_VEC4 = PA_SUBGROUP_HALF_ROW_VEC4(PA_HEAD_SIZE);
+// HEAD_HALVES (the host's PA_STAGE_HALVES with a 16-bit cache at head size
+// 256, O not packed): a whole 16-key tile of 256 dims is 16 pieces per lane
+// for K and 16 for V, more than the registers hold as a prefetch, and staged
+// whole it held an SM to one workgroup of 4 (38.5 KiB), each waiting on its
+// own loads. Here each half of the head is loaded and staged on its own (8
+// pieces per lane: keys 2 i, 2 i + 1 of piece i, 128 dims each), into the
+// same half-tile space as STAGE_HALVES (2 workgroups of 4 per SM), and each
+// half is loaded two halves ahead of its staging, through two sets of 8
+// registers (kraw and vraw in turn): K low, K high, V low, V high.
+#if PA_SPLIT_MODULE
+const bool HEAD_HALVES_MODULE = false;
+#else
+const bool HEAD_HALVES_MODULE = WIDE ? false : (PA_HEAD_SIZE == 256u ? PA_KV_SUFFIX == 0u : false);
+#endif
 #if PA_SPLIT_MODULE
 const bool VT = PA_LAYOUT == KV_LAYOUT_SPLIT && ALIGNED && PA_KV_SUFFIX == 0u;
 const uint VT_ROW_VEC4 = 2u;
@@ -222,8 +236,10 @@ const uint GO = PA_SUBGROUP_O_GROUPS(PA_BM, PA_TILE_ROWS, PA_PACK_O);
 const bool PACK = GO > 1u;
 const uint NACC = (DT + GO - 1u) / GO;
 const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? (PREFETCH ? (PACK ? false : true) : false) : false) : false;
+const bool HEAD_HALVES = PA_STAGE_HALVES != 0u ? (HEAD_HALVES_MODULE ? (PACK ? false : true) : false) : false;
 #else
 const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? PREFETCH : false) : false;
+const bool HEAD_HALVES = PA_STAGE_HALVES != 0u ? HEAD_HALVES_MODULE : false;
 #endif
 #define ACC_IF(F, a) if (a < NACC) { F(a) }
 #define EACH_ACC(F) ACC_IF(F, 0) ACC_IF(F, 1) ACC_IF(F, 2) ACC_IF(F, 3) ACC_IF(F, 4) ACC_IF(F, 5) \
@@ -233,9 +249,9 @@ const bool STAGE_HALVES = PA_STAGE_HALVES != 0u ? (HALVES ? PREFETCH : false) : 
 // Rows of shared tiles are padded by 16 bytes: with rows of 256 bytes (head
 // size 128), the 8 rows a matrix load reads at once would share memory banks.
 const uint ROW_VEC4 = PA_SUBGROUP_ROW_VEC4(PA_HEAD_SIZE);   // uvec4s per staged Q, K or V row
-const uint SROW = STAGE_HALVES ? HALF_ROW_VEC4 : ROW_VEC4;  // uvec4s per staged K or V row
+const uint SROW = STAGE_HALVES || HEAD_HALVES ? HALF_ROW_VEC4 : ROW_VEC4;  // uvec4s per staged K or V row
 const uint TILE_VEC4 = 16u * SROW;                          // per subgroup
-const uint STAGE_HALVES_U = STAGE_HALVES ? 1u : 0u;
+const uint STAGE_HALVES_U = STAGE_HALVES || HEAD_HALVES ? 1u : 0u;
 // Q's TR rows as given (the scale applies to S in f32), then per subgroup a
 // [16 keys][head_size] K or V tile of ELEMs; at the end, the subgroups' O
 // (f32) for the merge. uvec4: 16-byte stores. Q^T's matrix loads read BM
@@ -392,6 +408,11 @@ void load_pieces_from(uint src, PaItem it, int k0, int entry, bool is_value, uin
     piece_key_dim(is_value, c, j, d);
 #else
     uint j = c / (D / PIECE), d = (c % (D / PIECE)) * PIECE;
+    if (HEAD_HALVES) {   // first = 8 h: piece i of half h, a [16 keys][D / 2] tile
+      const uint ch = gl_SubgroupInvocationID + i * SG;
+      j = ch / (D / 16u);
+      d = (first / 8u) * (D / 2u) + (ch % (D / 16u)) * 8u;
+    }
     if (REGISTER_MATRICES) {   // piece q of lane 4 g + t: 16 values of key j from dim d
       const uint g = gl_SubgroupInvocationID / 4u, t = gl_SubgroupInvocationID % 4u, q = first + i;
       j = is_value ? 2u * t + q % 2u + 8u * (q / 2u) : g + 8u * (q / 2u);
@@ -465,7 +486,15 @@ void store_half(uvec4 raw[8], uint h, uint warp) {
     stage[at] = h == 0u ? elem8_from_fp8_swapped(raw[i].x, raw[i].y) : elem8_from_fp8_swapped(raw[i].z, raw[i].w);
   }
 }
-// zero_staged_nonfinite for a staged half tile (STAGE_HALVES).
+// HEAD_HALVES: this lane's pieces of a half tile (load_pieces' first = 8 h)
+// into this subgroup's half tile.
+void store_head_half(bool suffix, uvec4 raw[8], uint warp) {
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {
+    const uint c = gl_SubgroupInvocationID + i * SG;
+    stage[TILES_AT + warp * TILE_VEC4 + (c / (D / 16u)) * SROW + c % (D / 16u)] = elem8_from_key(suffix, raw[i]);
+  }
+}
+// zero_staged_nonfinite for a staged half tile (STAGE_HALVES, HEAD_HALVES).
 bool zero_staged_half(uint warp) {
   bool any_replaced = false;
   for (uint i = 0; i < (D + SG - 1u) / SG; ++i) {
@@ -617,12 +646,13 @@ void main() {
     for (uint w = 16u * BM + lane; w < SP; w += SG) sp_tile[warp * SP + w] = 0u;
 #endif
   bool staged_nonfinite = false;   // a non-finite V value was staged as 0 (rows of several tokens)
-  uvec4 kraw[8], vraw[8];
-  if (PREFETCH) {   // (all zeros past the end: no load)
+  uvec4 kraw[8], vraw[8];   // HEAD_HALVES: the next two half tiles, in turn
+  if (PREFETCH || HEAD_HALVES) {   // (all zeros past the end: no load)
     const int entry = tile_entry(it, 0u, a0, num_tiles, warp);
     load_pieces(it, a0 + 16 * int(warp), entry, false, 0u, kraw);
-    load_pieces(it, a0 + 16 * int(warp), entry, true, 0u, vraw);
+    load_pieces(it, a0 + 16 * int(warp), entry, !HEAD_HALVES, HEAD_HALVES ? 8u : 0u, vraw);
   }
+  int next_entry = 0;   // HEAD_HALVES: the subgroup's next tile's block-table entry
   for (int t = int(warp), n = 0; t < num_tiles; t += int(NW), ++n) {
     const int k0 = a0 + 16 * t;
     const int entry = PREFETCH ? 0 : tile_entry(it, uint(n), a0, num_tiles, warp);
@@ -646,11 +676,21 @@ void main() {
       }
     }
     // K staged whole, or in halves (STAGE_HALVES), each followed by its slices' products.
-    const uint K_PARTS = REGISTER_MATRICES ? 0u : STAGE_HALVES ? 2u : 1u;
+    const uint K_PARTS = REGISTER_MATRICES ? 0u : STAGE_HALVES || HEAD_HALVES ? 2u : 1u;
     [[unroll]] for (uint h = 0; h < K_PARTS; ++h) {
       if (STAGE_HALVES) {
         subgroup_sync();   // every lane is done reading what the half tile held
         store_half(kraw, h, warp);
+        subgroup_sync();
+      } else if (HEAD_HALVES) {   // K's half h, then V's half h loaded into its registers
+        subgroup_sync();
+        if (h == 0u) {
+          store_head_half(pa_suffix_item(it), kraw, warp);
+          load_pieces(it, k0, entry, true, 0u, kraw);
+        } else {
+          store_head_half(pa_suffix_item(it), vraw, warp);
+          load_pieces(it, k0, entry, true, 8u, vraw);
+        }
         subgroup_sync();
       } else {
         stage_tile(it, k0, entry, false, kraw, warp);
@@ -676,6 +716,15 @@ void main() {
         subgroup_sync();
         staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;
       }
+    } else if (HEAD_HALVES) {   // V's low half, then the next tile's K low half loaded into its registers
+      subgroup_sync();
+      store_head_half(pa_suffix_item(it), kraw, warp);
+      next_entry = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
+      load_pieces(it, k0 + 16 * int(NW), next_entry, false, 0u, kraw);
+      if (partly_seen(k0, 16, seen_lo, seen_hi)) {
+        subgroup_sync();
+        staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;
+      }
     } else {
       stage_tile(it, k0, entry, true, vraw, warp);
     }
@@ -683,7 +732,7 @@ void main() {
 #if PA_SPLIT_MODULE
     if (VT && (k0 < it.kv_begin || k0 + 16 > it.kv_end)) zero_staged_outside(it, k0, warp);
 #endif
-    if (!REGISTER_MATRICES && !STAGE_HALVES && partly_seen(k0, 16, seen_lo, seen_hi))
+    if (!REGISTER_MATRICES && !STAGE_HALVES && !HEAD_HALVES && partly_seen(k0, 16, seen_lo, seen_hi))
       staged_nonfinite = zero_staged_nonfinite(warp) || staged_nonfinite;
     if (!REGISTER_MATRICES && PREFETCH) {   // the next tile's loads (none past the end), in flight while this one computes
       const int next = tile_entry(it, uint(n + 1), a0, num_tiles, warp);
@@ -766,10 +815,19 @@ void main() {
     }
 #define ADD_PV_LOW(j) ADD_PV_HALF(j, true)
 #define ADD_PV_HIGH(j) ADD_PV_HALF(j, false)
+// V's high half: from vhold (STAGE_HALVES), or from vraw, which then takes
+// the next tile's K high half (HEAD_HALVES).
+#define STAGE_V_HIGH                                                                                 \
+    if (HEAD_HALVES) {                                                                               \
+      store_head_half(pa_suffix_item(it), vraw, warp);                                               \
+      load_pieces(it, k0 + 16 * int(NW), next_entry, false, 8u, vraw);                               \
+    } else {                                                                                         \
+      store_half(vhold, 1u, warp);                                                                   \
+    }
 #define PV_IN_HALVES(EACH)                                                                           \
     EACH(ADD_PV_LOW)                                                                                 \
     subgroup_sync();   /* every lane is done reading the low halves */                               \
-    store_half(vhold, 1u, warp);                                                                     \
+    STAGE_V_HIGH                                                                                     \
     subgroup_sync();                                                                                 \
     if (partly_seen(k0, 16, seen_lo, seen_hi)) {                                                     \
       staged_nonfinite = zero_staged_half(warp) || staged_nonfinite;                                 \
@@ -819,7 +877,7 @@ void main() {
         }
         EACH_ACC(ADD_PV_GROUP_REGISTERS)
       }
-    } else if (STAGE_HALVES) {
+    } else if (STAGE_HALVES || HEAD_HALVES) {
       MatB pb;   // P^T in its own columns (GO is 1)
       coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
       PV_IN_HALVES(EACH_ACC)
@@ -854,7 +912,7 @@ void main() {
         o##j = coopMatMulAdd(va, pb, o##j);                                                          \
       }
       EACH_SLICE(ADD_PV_REGISTERS)
-    } else if (STAGE_HALVES) {
+    } else if (STAGE_HALVES || HEAD_HALVES) {
       PV_IN_HALVES(EACH_SLICE)
     } else {
       EACH_SLICE(ADD_PV)

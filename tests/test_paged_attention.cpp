@@ -165,6 +165,26 @@ std::vector<Combo> combos() {
     add("gpu_mixed_h32x8_d128_f16_split_bs16_out_e4m3_qqbias_softcap_lse", c, true);
   }
   {
+    // Head size 256 with a 16-bit cache: the decode kernel stages half the
+    // head at a time (HEAD_HALVES); more items than an H200 has SMs (2
+    // workgroups of 4 per SM), blocks of 48 (tiles across blocks).
+    Seqs seqs;
+    for (uint32_t i = 0; i < 20; ++i) seqs.push_back({1, 100 + (i * 397) % 1900});
+    auto c = make(seqs, 16, 8, 256, 48, DType::f16, KvLayout::nhd, 306);
+    c.sliding_window = 700;
+    c.softcap = 30;
+    c.sinks = true;
+    add("gpu_decode_h16x8_d256_f16_nhd_bs48_window700_softcap_sinks", c, true);
+  }
+  {
+    auto c = make(kDecode, 8, 4, 256, 16, DType::bf16, KvLayout::hnd, 307);
+    c.q_dtype = DType::bf16;
+    c.out_dtype = DType::bf16;
+    c.alibi = true;
+    c.with_lse = true;
+    add("decode_h8x4_d256_bf16_hnd_bs16_alibi_lse", c);
+  }
+  {
     // 32768 blocks of 16 x 8 heads x 256 f16: 2 GiB per cache part, byte
     // offsets past 2^31.
     auto c = make(kDecode, 32, 8, 256, 16, DType::f16, KvLayout::nhd, 304);

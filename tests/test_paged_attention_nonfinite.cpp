@@ -43,6 +43,8 @@ struct NonFiniteCase {
   SplitKv split = SplitKv::off;
   bool at_36 = false;         // also planted at position 36, which every token sees
   bool prefill = false;       // 16 q heads (24 rows) on the prefill kernel (PrefillKernel::on)
+  uint32_t head_size = 64;
+  uint32_t dim = 5;           // the planted element's head dim
 };
 void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
 
@@ -56,7 +58,7 @@ class PagedAttentionNonFinite : public VkTest, public ::testing::WithParamInterf
 // cases at 36, in the causal diagonal's tile but seen by every token.
 TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const NonFiniteCase& p = GetParam();
-  const uint32_t bs = 16, Hkv = 2, Hq = p.prefill ? 16 : 4, D = 64, T = 3, len = 40;
+  const uint32_t bs = 16, Hkv = 2, Hq = p.prefill ? 16 : 4, D = p.head_size, T = 3, len = 40;
   KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
   const uint32_t one = p.cache == DType::f16    ? 0x34003400u
@@ -70,7 +72,7 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   auto plant = [&](uint32_t pos) {
     const uint32_t block = pos / bs;
     auto bytes = cache.read_blocks(p.in_k ? KvPart::key : KvPart::value, block, 1);
-    const uint64_t e = cache.element_in_block(p.in_k ? KvPart::key : KvPart::value, pos % bs, 1, 5);
+    const uint64_t e = cache.element_in_block(p.in_k ? KvPart::key : KvPart::value, pos % bs, 1, p.dim);
     std::memcpy(&bytes[e * es], &p.bad_bits, es);
     cache.write_blocks(p.in_k ? KvPart::key : KvPart::value, block, bytes);
   };
@@ -92,7 +94,7 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   // upper half of the heads reads kv head 1; the last token sees position 39,
   // the first (position 37) position 30 through a window of 8.
   expect_nonfinite_exactly_where_seen(o_, T, Hq, D, [&](uint32_t t, uint32_t h, uint32_t d) {
-    return (t == T - 1 || (p.window && t == 0) || p.at_36) && h >= Hq / 2 && (d == 5 || p.in_k);
+    return (t == T - 1 || (p.window && t == 0) || p.at_36) && h >= Hq / 2 && (d == p.dim || p.in_k);
   });
 }
 
@@ -114,7 +116,13 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"v_minus_inf_f16_window8_prefill", DType::f16, 0xFC00, false, 8, SplitKv::off, false, true},
                       NonFiniteCase{"k_nan_f16_window8_prefill", DType::f16, 0x7E00, true, 8, SplitKv::off, false, true},
                       NonFiniteCase{"v_inf_e5m2_window8_at36_split_prefill", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true, true},
-                      NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true}),
+                      NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true},
+                      // Head size 256: 16-bit caches staged half the head at a
+                      // time (the decode kernel's HEAD_HALVES), a value in each half.
+                      NonFiniteCase{"v_nan_f16_window8_d256", DType::f16, 0x7E00, false, 8, SplitKv::off, false, false, 256},
+                      NonFiniteCase{"v_inf_f16_window8_at36_d256_dim200", DType::f16, 0x7C00, false, 8, SplitKv::off, true, false, 256, 200},
+                      NonFiniteCase{"v_nan_f16_window8_split_d256_dim130", DType::f16, 0x7E00, false, 8, SplitKv::on, false, false, 256, 130},
+                      NonFiniteCase{"v_minus_inf_bf16_window8_d256_dim255", DType::bf16, 0xFF80, false, 8, SplitKv::off, false, false, 256, 255}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The same over more work items than a GPU has SMs (40 sequences of 3 new

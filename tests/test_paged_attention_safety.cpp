@@ -399,6 +399,42 @@ TEST(PagedAttentionPlanSegments, RegisterBuiltBf16MatricesCountTwoWorkgroupsPerS
   EXPECT_FALSE(f.stage_halves);
 }
 
+// 16-bit caches at head size 256 (ScheduleProblem::head_halves): their whole
+// tiles (38.5 KiB per workgroup of 4) allow one workgroup per SM, half tiles
+// two, so such plans stage halves where the items are more than the SMs, and
+// split by waves of 2 per SM; not at GQA 8, whose 8-row tiles' halves do not
+// fit two per SM either.
+TEST(PagedAttentionPlanSegments, HeadSize256StagesHalvesAndCountsTwoWorkgroupsPerSm) {
+  for (bool bf16 : {false, true}) {
+    detail::ScheduleDevice dev = h200_coopmat2();
+    dev.has_16x8x16 = !bf16;
+    dev.bf16 = bf16;
+    for (uint32_t b : {1u, 16u, 24u, 64u, 256u}) {
+      Batch halves({}, b, 4096);
+      halves.p.num_q_heads = 16;
+      halves.p.head_size = 256;
+      halves.p.max_query_len = 1;   // (Batch leaves decodes out of it)
+      Batch whole = halves;
+      halves.p.head_halves = true;
+      const detail::Schedule h = detail::schedule_paged_attention(dev, halves.p), w = detail::schedule_paged_attention(dev, whole.p);
+      EXPECT_EQ(h.workgroup, 128u) << "B=" << b;
+      EXPECT_EQ(h.stage_halves, b > 16) << "B=" << b;   // more items than SMs (B=16: 128 items)
+      EXPECT_FALSE(w.stage_halves) << "B=" << b;
+      if (!bf16) EXPECT_FALSE(h.pack_o) << "B=" << b;
+      if (b > 16) EXPECT_EQ(h.num_segments, detail::automatic_segments(Path::coopmat2, 132, std::vector<int64_t>(8 * b, 4096), 2)) << "B=" << b;
+      // Half tiles of 4 subgroups: two workgroups' shared memory within 48 KiB.
+      if (h.stage_halves) EXPECT_LE(2u * PA_SUBGROUP_SHARED_BYTES_H(256, 4, h.bm, h.tile_rows, 1u, 1u), 49152u) << "B=" << b;
+    }
+    Batch gqa8({}, 64, 4096);
+    gqa8.p.num_q_heads = 32;
+    gqa8.p.num_kv_heads = 4;
+    gqa8.p.head_size = 256;
+    gqa8.p.max_query_len = 1;   // (Batch leaves decodes out of it)
+    gqa8.p.head_halves = true;
+    EXPECT_FALSE(detail::schedule_paged_attention(dev, gqa8.p).stage_halves);
+  }
+}
+
 // Routing sequences by rows (detail::schedule_paged_attention), only on a
 // matrix path with the prefill kernel: with PrefillKernel::on, sequences of
 // more rows than one token's decode tile; with automatic, on coopmat2,

@@ -212,6 +212,14 @@ bool half_staging_module(const PagedAttentionPlanData& p) {
   return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
 }
 
+// Whether the decode kernel's module for this cache stages each half of the
+// head on its own, loaded two halves ahead (the kernel's HEAD_HALVES: 16-bit
+// caches at head size 256, not the split layout's module nor prefix
+// prefill's), where the plan asks (PA_STAGE_HALVES, workgroups of 4).
+bool head_halves_module(const PagedAttentionPlanData& p) {
+  return !is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 256 && !p.suffix;
+}
+
 // Whether the decode kernel builds this plan's K/V matrices in registers
 // (paged_attention_subgroup.comp, REGISTER_MATRICES), on a device whose
 // matrix element order it knows.
@@ -226,6 +234,7 @@ void finish_plan(Context& ctx, PagedAttentionPlanData& p, const ScheduleProblem&
   p.register_matrices = register_matrices(ctx, p);
   ScheduleProblem sp = problem;
   sp.registers_hold_two = registers_hold_two(p);
+  sp.head_halves = p.path != Path::scalar && head_halves_module(p);
   p.schedule = schedule_paged_attention(schedule_device(ctx, p.path, p.q_dtype), sp);
 }
 
@@ -371,7 +380,8 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
             auto spec = main_spec(p, t.bm, t.rows, t.bn, t.workgroup, one_tile, single_token, v, impl.caps.subgroup_size, pack);
             main_pipeline(impl, p.path, spec);
             // Half-tile staging: many items in 4-subgroup workgroups (Schedule::stage_halves).
-            if (!pack && p.path != Path::scalar && half_staging_module(p) && t.workgroup == 4 * dev.subgroup_size) {
+            if (!pack && p.path != Path::scalar && (half_staging_module(p) || head_halves_module(p)) &&
+                t.workgroup == 4 * dev.subgroup_size) {
               spec.PA_STAGE_HALVES = 1;
               main_pipeline(impl, p.path, spec);
             }

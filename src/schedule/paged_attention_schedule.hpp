@@ -49,6 +49,12 @@ struct ScheduleProblem {
   // half tiles only keep its shared memory within what 2 per SM allow (whole
   // ones would allow 1), and a split must count waves of 2 per SM, not 3.
   bool registers_hold_two = false;
+  // A 16-bit cache at head size 256 (the decode kernel's HEAD_HALVES): whole
+  // tiles hold an SM to one 4-subgroup workgroup, with no prefetch; half
+  // tiles, each loaded two halves ahead, to two where the tile's rows allow
+  // (up to 4: GQA 4). Such plans split by waves of 2 per SM, and stage
+  // halves where the items are more than the SMs.
+  bool head_halves = false;
 };
 
 // The prefill kernel's part of a plan that routes sequences by their rows.

@@ -234,8 +234,10 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
   ((TR) * PA_SUBGROUP_ROW_VEC4(D) +                                                                     \
    ((NW) >= 2u ? (NW) * 16u * ((H) != 0u ? PA_SUBGROUP_HALF_ROW_VEC4(D) : PA_SUBGROUP_ROW_VEC4(D)) : 4u * (D)))
 #define PA_SUBGROUP_STAGE_VEC4(D, NW, TR) PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, 0u)
-#define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO)                                                     \
-  (16u * PA_SUBGROUP_STAGE_VEC4(D, NW, TR) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +             \
+#define PA_SUBGROUP_SHARED_BYTES(D, NW, BM, TR, GO) PA_SUBGROUP_SHARED_BYTES_H(D, NW, BM, TR, GO, 0u)
+// H: half tiles staged (PA_STAGE_HALVES where the module takes it).
+#define PA_SUBGROUP_SHARED_BYTES_H(D, NW, BM, TR, GO, H)                                                \
+  (16u * PA_SUBGROUP_STAGE_VEC4_H(D, NW, TR, H) + 4u * (NW) * PA_SUBGROUP_SP_WORDS(BM, TR, GO) +        \
    4u * 16u * (NW) /* row_scale */ + 2u * 4u * (TR) * ((NW) + 1u) /* row_m, row_l, final_m, final_l */ +         \
    4u * (TR) /* row_qpos */ + PA_CHUNK_BASE_BYTES + 16u /* split_kv_merge.glsl's flag */)
 
