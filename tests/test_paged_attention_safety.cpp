@@ -310,6 +310,26 @@ TEST(PagedAttentionPlanSegments, ManyDecodesRunUnsplitInWorkgroupsOfFour) {
   }
 }
 
+// Batches of 2 to 5 items per SM split by the waves of 4-subgroup workgroups
+// an SM holds: 2 at head size 128 (their shared memory), 3 at head size 64
+// (12.1 KiB each). H200, ctx 4096, head size 64, B=64: 187.8 µs unsplit, 154.7
+// in 3 segments; B=256 579.8 unsplit (DEVELOPERS.md).
+TEST(PagedAttentionPlanSegments, SmallerHeadsSplitByWavesOfThreeWorkgroupsPerSm) {
+  const detail::ScheduleDevice dev = h200_coopmat2();
+  auto plan = [&](uint32_t head_size, uint32_t b, int32_t ctx) {
+    Batch d({}, b, ctx);
+    d.p.head_size = head_size;
+    d.p.max_query_len = 1;
+    return detail::schedule_paged_attention(dev, d.p);
+  };
+  EXPECT_EQ(plan(64, 64, 4096).num_segments, 3u);
+  EXPECT_EQ(plan(64, 64, 32768).num_segments, 3u);
+  EXPECT_EQ(plan(64, 256, 4096).num_segments, 1u);
+  EXPECT_EQ(plan(64, 64, 4096).workgroup, 128u);
+  EXPECT_EQ(plan(128, 64, 4096).num_segments, 1u);   // head size 128: two waves of 2 per SM either way
+  EXPECT_EQ(plan(128, 256, 4096).num_segments, 1u);
+}
+
 // Which split plans merge in the attention kernel (Schedule::merge_last,
 // PA_FLAG_MERGE_LAST): those whose items are all the decode kernel's, up to
 // one arrival counter each; with prefill-kernel items, the reduce merges.
