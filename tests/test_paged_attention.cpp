@@ -175,6 +175,17 @@ std::vector<Combo> combos() {
     c.softcap = 30;
     c.sinks = true;
     add("gpu_decode_h16x8_d256_f16_nhd_bs48_window700_softcap_sinks", c, true);
+    // The same staging of half the head for bf16 q and cache, and for fp8
+    // (STAGE_HALVES, as at head size 128).
+    auto b = make(seqs, 16, 8, 256, 16, DType::bf16, KvLayout::hnd, 308);
+    b.q_dtype = DType::bf16;
+    b.out_dtype = DType::bf16;
+    b.with_lse = true;
+    add("gpu_decode_h16x8_d256_bf16_hnd_bs16_lse", b, true);
+    auto e = make(seqs, 16, 8, 256, 32, DType::fp8_e5m2, KvLayout::nhd, 309);
+    e.alibi = true;
+    e.sliding_window = 500;
+    add("gpu_decode_h16x8_d256_e5m2_nhd_bs32_alibi_window500", e, true);
   }
   {
     auto c = make(kDecode, 8, 4, 256, 16, DType::bf16, KvLayout::hnd, 307);

@@ -136,19 +136,27 @@ struct ManyItemsCase {
   uint32_t bad_bits;
   int32_t window = 0;
   DType q = DType::f16;   // bf16: the bf16 matrix modules
+  // Head size 256 (half the head staged at a time where items outnumber the
+  // SMs): 8/8 heads, so that an item's 3 rows keep 4-row tiles.
+  uint32_t head_size = 128;
+  uint32_t dim = 5;   // the planted element's head dim
 };
 void PrintTo(const ManyItemsCase& c, std::ostream* os) { *os << c.name; }
 class PagedAttentionNonFiniteManyItems : public VkTest, public ::testing::WithParamInterface<ManyItemsCase> {};
 
 TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   const ManyItemsCase& p = GetParam();
-  const uint32_t bs = 16, Hkv = 8, Hq = 32, D = 128, T = 3, len = 40, seqs = 40;
+  const uint32_t bs = 16, Hkv = 8, D = p.head_size, Hq = D == 256 ? 8 : 32, T = 3, len = 40, seqs = 40;
   KvCacheConfig cfg{.num_blocks = 3, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
-  cache.fill(p.cache == DType::fp8_e4m3 ? 0x28282828u : 0x34343434u);   // 0.25
-  auto plant = [&](uint32_t pos) {   // kv head 1, dim 5
+  cache.fill(p.cache == DType::fp8_e4m3 ? 0x28282828u
+             : p.cache == DType::f16    ? 0x34003400u
+             : p.cache == DType::bf16   ? 0x3E803E80u
+                                        : 0x34343434u);   // 0.25
+  const size_t es = dtype_size(p.cache);
+  auto plant = [&](uint32_t pos) {   // kv head 1, dim p.dim
     auto bytes = cache.read_blocks(KvPart::value, pos / bs, 1);
-    std::memcpy(&bytes[cache.element_in_block(KvPart::value, pos % bs, 1, 5)], &p.bad_bits, 1);
+    std::memcpy(&bytes[cache.element_in_block(KvPart::value, pos % bs, 1, p.dim) * es], &p.bad_bits, es);
     cache.write_blocks(KvPart::value, pos / bs, bytes);
   };
   plant(39);   // seen by the last token only
@@ -168,22 +176,29 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   PagedAttentionPlan plan(ctx(), cfg, Hq, p.q, batch.lengths(), o);
   // (On an H200's 132 SMs the tiles are staged in halves; the CPU device runs the scalar kernel.)
   // (bf16 q with K/V matrices built in registers always: ScheduleProblem::registers_hold_two.)
+  // (Head size 256: where the items outnumber the SMs, ScheduleProblem::head_halves.)
+  const uint32_t sms = ctx().capabilities().scheduling_multiprocessors;
   const bool halves = plan.path() != Path::scalar &&
-                      (detail::registers_hold_two(plan.data()) ||
+                      ((D == 256 && seqs * Hkv > sms) || detail::registers_hold_two(plan.data()) ||
                        detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
                                                  std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q)));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
   const uint32_t tokens = seqs * T;
   const auto o_ = run_with_unit_queries(ctx(), plan, cache, batch, tokens, Hq, D, p.q, p.window);
   expect_nonfinite_exactly_where_seen(o_, tokens, Hq, D, [&](uint32_t t, uint32_t h, uint32_t d) {
-    return (t % T == T - 1 || (p.window && t % T == 0)) && h / (Hq / Hkv) == 1 && d == 5;
+    return (t % T == T - 1 || (p.window && t % T == 0)) && h / (Hq / Hkv) == 1 && d == p.dim;
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionNonFiniteManyItems,
                          ::testing::Values(ManyItemsCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
                                            ManyItemsCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, 8},
-                                           ManyItemsCase{"v_nan_e4m3_window8_qbf16", DType::fp8_e4m3, 0x7F, 8, DType::bf16}),
+                                           ManyItemsCase{"v_nan_e4m3_window8_qbf16", DType::fp8_e4m3, 0x7F, 8, DType::bf16},
+                                           ManyItemsCase{"v_nan_f16_window8_d256_dim200", DType::f16, 0x7E00, 8, DType::f16, 256, 200},
+                                           ManyItemsCase{"v_minus_inf_f16_d256", DType::f16, 0xFC00, 0, DType::f16, 256},
+                                           ManyItemsCase{"v_inf_bf16_window8_d256_dim129", DType::bf16, 0x7F80, 8, DType::bf16, 256, 129},
+                                           ManyItemsCase{"v_nan_e4m3_window8_d256_dim250", DType::fp8_e4m3, 0x7F, 8, DType::f16, 256, 250},
+                                           ManyItemsCase{"v_inf_e5m2_d256_dim100", DType::fp8_e5m2, 0x7C, 0, DType::f16, 256, 100}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The bf16 modules' 8-subgroup workgroups hold several head slices in each

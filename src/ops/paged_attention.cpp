@@ -212,12 +212,14 @@ bool half_staging_module(const PagedAttentionPlanData& p) {
   return is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 128 && !p.suffix;
 }
 
-// Whether the decode kernel's module for this cache stages each half of the
-// head on its own, loaded two halves ahead (the kernel's HEAD_HALVES: 16-bit
-// caches at head size 256, not the split layout's module nor prefix
-// prefill's), where the plan asks (PA_STAGE_HALVES, workgroups of 4).
+// Whether the decode kernel's module for this cache stages half of the head
+// at a time at head size 256, where the plan asks (PA_STAGE_HALVES,
+// workgroups of 4; not the split layout's module nor prefix prefill's): 16-bit
+// caches each half loaded two halves ahead (the kernel's HEAD_HALVES), fp8
+// ones as at head size 128 (STAGE_HALVES). Whole tiles of 256 dims hold an
+// SM to one workgroup of 4.
 bool head_halves_module(const PagedAttentionPlanData& p) {
-  return !is_fp8(p.cache.dtype) && p.cache.layout != KvLayout::split && p.cache.head_size == 256 && !p.suffix;
+  return p.cache.layout != KvLayout::split && p.cache.head_size == 256 && !p.suffix;
 }
 
 // Whether the decode kernel builds this plan's K/V matrices in registers
