@@ -188,6 +188,24 @@ std::vector<Combo> combos() {
     add("gpu_decode_h16x8_d256_e5m2_nhd_bs32_alibi_window500", e, true);
   }
   {
+    // Speculative decoding's rows over more items than an H200 has SMs: 4
+    // tokens per sequence at GQA 4 (16-row tiles), and 2 tokens at GQA 8 in
+    // bf16.
+    Seqs seqs;
+    for (uint32_t i = 0; i < 20; ++i) seqs.push_back({4, 90 + (i * 211) % 1500});
+    auto c = make(seqs, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 310);
+    c.sliding_window = 400;
+    c.qq_bias = true;
+    add("gpu_spec_decode_h32x8_d128_f16_nhd_bs16_q4_window400_qqbias", c, true);
+    for (auto& s : seqs) s.first = 2;
+    auto b = make(seqs, 64, 8, 128, 32, DType::bf16, KvLayout::hnd, 311);
+    b.q_dtype = DType::bf16;
+    b.out_dtype = DType::bf16;
+    b.sinks = true;
+    b.with_lse = true;
+    add("gpu_spec_decode_h64x8_d128_bf16_hnd_bs32_q2_sinks_lse", b, true);
+  }
+  {
     auto c = make(kDecode, 8, 4, 256, 16, DType::bf16, KvLayout::hnd, 307);
     c.q_dtype = DType::bf16;
     c.out_dtype = DType::bf16;

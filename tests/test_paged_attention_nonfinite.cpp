@@ -128,8 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
 // The same over more work items than a GPU has SMs (40 sequences of 3 new
 // tokens over the same 40 keys, 32/8 heads of 128: 320 items), where the
 // decode kernel takes 4-subgroup workgroups and an fp8 cache's tiles are
-// staged half a head at a time (PA_STAGE_HALVES, on an H200): the partly
-// seen tiles' non-finite V values are staged as 0 in each half.
+// staged half a head at a time (PA_STAGE_HALVES, on an H200; a 16-bit
+// cache's 16-row tiles stay whole): the partly seen tiles' non-finite V
+// values are staged as 0 in each half.
 struct ManyItemsCase {
   const char* name;
   DType cache;
@@ -178,8 +179,9 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   // (bf16 q with K/V matrices built in registers always: ScheduleProblem::registers_hold_two.)
   // (Head size 256: where the items outnumber the SMs, ScheduleProblem::head_halves.)
   const uint32_t sms = ctx().capabilities().scheduling_multiprocessors;
+  const bool head_halves = D == 256 && seqs * Hkv > sms;
   const bool halves = plan.path() != Path::scalar &&
-                      ((D == 256 && seqs * Hkv > sms) || detail::registers_hold_two(plan.data()) ||
+                      (head_halves || detail::registers_hold_two(plan.data()) ||
                        detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
                                                  std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q)));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
@@ -194,6 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionNonFiniteManyItems,
                          ::testing::Values(ManyItemsCase{"v_nan_e4m3", DType::fp8_e4m3, 0x7F},
                                            ManyItemsCase{"v_inf_e5m2_window8", DType::fp8_e5m2, 0x7C, 8},
                                            ManyItemsCase{"v_nan_e4m3_window8_qbf16", DType::fp8_e4m3, 0x7F, 8, DType::bf16},
+                                           ManyItemsCase{"v_nan_f16_window8", DType::f16, 0x7E00, 8},
+                                           ManyItemsCase{"v_inf_bf16_dim100", DType::bf16, 0x7F80, 0, DType::bf16, 128, 100},
                                            ManyItemsCase{"v_nan_f16_window8_d256_dim200", DType::f16, 0x7E00, 8, DType::f16, 256, 200},
                                            ManyItemsCase{"v_minus_inf_f16_d256", DType::f16, 0xFC00, 0, DType::f16, 256},
                                            ManyItemsCase{"v_inf_bf16_window8_d256_dim129", DType::bf16, 0x7F80, 8, DType::bf16, 256, 129},
