@@ -180,10 +180,11 @@ TEST_P(PagedAttentionNonFiniteManyItems, ReachesOnlyTheRowsThatSeeIt) {
   // (Head size 256: where the items outnumber the SMs, ScheduleProblem::head_halves.)
   const uint32_t sms = ctx().capabilities().scheduling_multiprocessors;
   const bool head_halves = D == 256 && seqs * Hkv > sms;
+  const bool fp8 = dtype_size(p.cache) == 1;   // (whose modules stage halves where 3 per SM pay)
   const bool halves = plan.path() != Path::scalar &&
                       (head_halves || detail::registers_hold_two(plan.data()) ||
-                       detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
-                                                 std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q)));
+                       (fp8 && detail::half_staging_pays(plan.path(), ctx().capabilities().scheduling_multiprocessors,
+                                                 std::vector<int64_t>(seqs * Hkv, len), detail::half_staging_wave(p.q))));
   EXPECT_EQ(plan.data().schedule.stage_halves, halves);
   const uint32_t tokens = seqs * T;
   const auto o_ = run_with_unit_queries(ctx(), plan, cache, batch, tokens, Hq, D, p.q, p.window);
