@@ -57,7 +57,9 @@ struct KvCacheChunk {
 
 // The cache. Its geometry and scales are fixed at creation. Kernels find a
 // block's chunk through a table of device addresses (at most 64 chunks of
-// K and 64 of V).
+// K and 64 of V). The attention kernels hold the first 8 of each in shared
+// memory and read a further chunk's address from memory where they use it:
+// fewer, larger chunks are the faster.
 //
 // Threads: ops may read and write one cache from several threads' command
 // buffers (ordering them is the caller's business, as for any buffer);
