@@ -175,7 +175,10 @@ const uint HALF_ROW_VEC4 = PA_SUBGROUP_HALF_ROW_VEC4(PA_HEAD_SIZE);
 // pieces per lane: keys 2 i, 2 i + 1 of piece i, 128 dims each), into the
 // same half-tile space as STAGE_HALVES (2 workgroups of 4 per SM), and each
 // half is loaded two halves ahead of its staging, through two sets of 8
-// registers (kraw and vraw in turn): K low, K high, V low, V high.
+// registers (kraw and vraw in turn): K low, K high, V low, V high. (Only
+// where PREFETCH is false: the whole-tile prefetch would load over these
+// registers. Taken at head size 128 too, for 16-row tiles, it was correct
+// with that kept out, and slower: DEVELOPERS.md.)
 #if PA_SPLIT_MODULE
 const bool HEAD_HALVES_MODULE = false;
 #else
