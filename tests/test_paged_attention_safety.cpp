@@ -280,6 +280,7 @@ struct Batch {
       qsl.push_back(qsl.back() + 1);
       lens.push_back(decode_len);
     }
+    if (decodes) p.max_query_len = std::max<uint32_t>(p.max_query_len, 1);
     p.num_q_heads = 32;
     p.num_kv_heads = 8;
     p.head_size = 128;
@@ -319,7 +320,6 @@ TEST(PagedAttentionPlanSegments, SmallerHeadsSplitByWavesOfThreeWorkgroupsPerSm)
   auto plan = [&](uint32_t head_size, uint32_t b, int32_t ctx) {
     Batch d({}, b, ctx);
     d.p.head_size = head_size;
-    d.p.max_query_len = 1;
     return detail::schedule_paged_attention(dev, d.p);
   };
   EXPECT_EQ(plan(64, 64, 4096).num_segments, 3u);
@@ -433,7 +433,6 @@ TEST(PagedAttentionPlanSegments, HeadSize256StagesHalvesAndCountsTwoWorkgroupsPe
       Batch halves({}, b, 4096);
       halves.p.num_q_heads = 16;
       halves.p.head_size = 256;
-      halves.p.max_query_len = 1;   // (Batch leaves decodes out of it)
       Batch whole = halves;
       halves.p.head_halves = true;
       const detail::Schedule h = detail::schedule_paged_attention(dev, halves.p), w = detail::schedule_paged_attention(dev, whole.p);
@@ -449,7 +448,6 @@ TEST(PagedAttentionPlanSegments, HeadSize256StagesHalvesAndCountsTwoWorkgroupsPe
     gqa8.p.num_q_heads = 32;
     gqa8.p.num_kv_heads = 4;
     gqa8.p.head_size = 256;
-    gqa8.p.max_query_len = 1;   // (Batch leaves decodes out of it)
     gqa8.p.head_halves = true;
     EXPECT_FALSE(detail::schedule_paged_attention(dev, gqa8.p).stage_halves);
   }
