@@ -92,6 +92,14 @@ const uint V_AT = PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE);   // the V tile's first uve
 // the host picks BC so).
 const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
 const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
+// The same for Q's staging passes (at most BM rows each, through the K/V
+// tiles' space): BM * D / 8 / WG = D / (16 * PARTS) = DT, at most 8. They
+// are loaded QG at a time, each group's loads issued before its stores. A
+// rolled loop of load and store waited on every piece's round trip; of 1, 2,
+// 4 and 8 at a time, 2 ran fastest, and 8 slower than the rolled loop
+// (DEVELOPERS.md, "The prefill kernel's fixed cost per item").
+const uint QPT = PA_HEAD_SIZE / 16u / PP_HEAD_PARTS(PA_HEAD_SIZE);
+const uint QG = 2u;
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
@@ -197,6 +205,18 @@ void locate_tile(int k0, int entry, uint buf) {
 }
 int tile_entry(int k0) { return gl_LocalInvocationIndex < BC ? kv_source_entry(g_it, k0 + int(gl_LocalInvocationIndex)) : -1; }
 
+// Piece i of this invocation's part of Q's staging pass from row r0: 8 head
+// dims of one row (0 past the pass).
+uvec4 q_piece(uint r0, uint i) {
+  const uint c = gl_LocalInvocationIndex + i * WG;
+  uvec4 h = uvec4(0);
+  if (c >= min(PA_BM, 2u * BC) * D / 8u) return h;
+  const uint r = r0 + c / (D / 8u), d = (c % (D / 8u)) * 8u;
+  [[unroll]] for (uint e = 0; e < 4u; ++e)
+    h[e] = pa_q_bits(g_it, r, d + 2u * e) | (pa_q_bits(g_it, r, d + 2u * e + 1u) << 16);
+  return h;
+}
+
 void store_piece(uvec4 raw, uint at, uint i) {
   const uint c = gl_LocalInvocationIndex + i * WG;
   if (i >= PPT || c >= PIECES) return;
@@ -282,14 +302,19 @@ void main() {
   // (2 * BC: whole subgroups' 16 rows, as BC is a multiple of 16), then
   // held as A slices.
   MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
+  // Each invocation's pieces of a pass, QG at a time: a group's loads are
+  // issued before its stores.
   const uint QR = min(PA_BM, 2u * BC);
   for (uint r0 = 0u; r0 < PA_BM; r0 += QR) {
-    for (uint i = tid; i < QR * D / 8u; i += WG) {
-      const uint r = i / (D / 8u), d = (i % (D / 8u)) * 8u;
-      uvec4 h;
-      [[unroll]] for (uint e = 0; e < 4u; ++e)
-        h[e] = pa_q_bits(g_it, r0 + r, d + 2u * e) | (pa_q_bits(g_it, r0 + r, d + 2u * e + 1u) << 16);
-      kv_stage[r * ROW + d / 8u] = h;
+    uvec4 qw0, qw1, qw2, qw3, qw4, qw5, qw6, qw7;
+#define Q_PIECE_IF(F, i) if (i < QPT) { F(i) }
+#define EACH_Q_PIECE(F) Q_PIECE_IF(F, 0) Q_PIECE_IF(F, 1) Q_PIECE_IF(F, 2) Q_PIECE_IF(F, 3) \
+  Q_PIECE_IF(F, 4) Q_PIECE_IF(F, 5) Q_PIECE_IF(F, 6) Q_PIECE_IF(F, 7)
+#define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i);
+#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
+    [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
+      EACH_Q_PIECE(LOAD_Q_PIECE)
+      EACH_Q_PIECE(STORE_Q_PIECE)
     }
     barrier();
     if (g_row0 >= r0 && g_row0 < r0 + QR) {
@@ -335,10 +360,27 @@ void main() {
     STAGE_TILE(pa_tile_key0(g_it, 0), 0u)
   }
   barrier();
+  // Where the op reads its tiles' keys from memory (PA_TILE_KEY_LOADS), the
+  // next two tiles' keys are carried from tile to tile, each read once: the
+  // reads were in the chain before each tile's loads. Computed keys are
+  // computed where used: carried, they cost the paged kernel 3% (its
+  // registers; DEVELOPERS.md, "The prefill kernel's fixed cost per item").
+  // (A preprocessor choice: the paged kernel's code holds no trace of it.)
+#if PA_TILE_KEY_LOADS
+  int carried_k0 = num_tiles > 0 ? pa_tile_key0(g_it, 0) : 0, carried_k1 = num_tiles > 1 ? pa_tile_key0(g_it, 1) : 0;
+#endif
   for (int t = 0; t < num_tiles; ++t) {
+#if PA_TILE_KEY_LOADS
+    const int k0 = carried_k0, k1 = carried_k1;
+#else
     const int k0 = pa_tile_key0(g_it, t);
     const int k1 = t + 1 < num_tiles ? pa_tile_key0(g_it, t + 1) : 0;
+#endif
     const int k2 = t + 2 < num_tiles ? pa_tile_key0(g_it, t + 2) : 0;
+#if PA_TILE_KEY_LOADS
+    carried_k0 = k1;
+    carried_k1 = k2;
+#endif
     const bool more = t + 1 < num_tiles;
     if (pa_tile_partly_seen(g_it, tiles, t, k0)) {
       // Some row sees part of the tile: non-finite V values must not reach
@@ -504,6 +546,12 @@ void main() {
 #endif
   subgroup_sync();
   if (!has_rows) return;
+  // Each row's output factor, once per row rather than per element (the
+  // softmax's finish has an exp and a division), in row_scale (free after
+  // the key loop).
+  if (lane < 16u)
+    row_scale[warp * 16u + lane] = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
+  subgroup_sync();
   const float v_scale = pa_value_scale(g_it);
 #define WRITE_O(j)                                                                                 \
   coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
@@ -512,7 +560,8 @@ void main() {
     const uint r = e / 16u, d = 16u * (g_slice0 + j) + e % 16u;                                    \
     float o = uintBitsToFloat(kv_stage[o_at + e / 4u][e % 4u]) * v_scale;                          \
     if (fix) o += pa_item_nonfinite_term(g_it, g_row0 + r, d);                                     \
-    pa_write_result(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r]);        \
+    pa_write_result_scaled(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r],     \
+                           row_scale[warp * 16u + r]);                                               \
   }                                                                                                \
   subgroup_sync();
   EACH_SLICE(WRITE_O)

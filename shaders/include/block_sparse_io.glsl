@@ -144,6 +144,8 @@ int pa_tile_key0(PaItem it, int t) {
   return int(bs_block(it, t / per) * bs_kv_block()) + (t % per) * PA_TILE_KEYS;
 }
 bool pa_key_in_item(PaItem it, int k) { return k >= 0 && uint(k) < pc.kv_len; }
+// pa_tile_key0 reads the index lists: the prefill kernel reads each tile's once.
+#define PA_TILE_KEY_LOADS 1
 
 #if PA_PREFILL_KERNEL && BS_STAGED_DOCUMENTS
 uint bs_doc_third(int t) { return (uint(t) % 3u) * PA_BN; }
@@ -228,23 +230,38 @@ void pa_decode_raw8(uvec4 w, float unused_scale, out float x[8]) { vka_decode_16
 void pa_decode_key8(bool suffix, uvec4 w, float unused_scale, out float x[8]) { pa_decode_raw8(w, 1.0, x); }
 
 // ---- Results ------------------------------------------------------------------
-void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
+// The factor that turns local row r's unnormalised accumulator into its
+// output (0 for a row that counted no key): pa_write_result_scaled takes it,
+// computed once per row; pa_write_result computes it per element.
+float pa_result_factor(PaItem it, uint r, float m, float l) {
+  float factor, lse;
+  vka_softmax_finish(m, l, false, VKA_NEG_INF, factor, lse);
+  return factor;
+}
+
+void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l, float factor) {
   if (r >= it.row_count) return;
   const uint q = it.row_start + r;
   if (d == 0u && r == 0u && (BS_SCORE_MODS & BS_SCORE_ALIBI) != 0u) {   // once per item: its head's slope
     const float slope = bs_alibi[bs_view_offset(BS_BINDING_ALIBI - 1u) + it.h];
     if (isnan(slope) || isinf(slope)) vka_report(STATUS_PARAMETER, 0u, it.h, floatBitsToUint(slope));
   }
-  float factor, lse;
-  vka_softmax_finish(m, l, false, VKA_NEG_INF, factor, lse);
   const uint at = bs_view_offset(BS_BINDING_OUT - 1u) + it.b * pc.out_batch_stride + it.h * pc.out_head_stride +
                   q * pc.out_token_stride + d;
   if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = o * factor;
   else out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, o * factor));
   if (d != 0u) return;
   const uint row = (it.b * PA_NUM_Q_HEADS + it.h) * pc.q_len + q;
-  if (PA_WRITE_LSE != 0u) lse_out[bs_view_offset(BS_BINDING_LSE - 1u) + row] = lse;
+  if (PA_WRITE_LSE != 0u) {
+    float unused, lse;
+    vka_softmax_finish(m, l, false, VKA_NEG_INF, unused, lse);
+    lse_out[bs_view_offset(BS_BINDING_LSE - 1u) + row] = lse;
+  }
   if (BS_WRITE_ROW_MAX != 0u) row_max_out[bs_view_offset(BS_BINDING_ROW_MAX - 1u) + row] = m;
+}
+
+void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
+  pa_write_result_scaled(it, r, d, o, m, l, pa_result_factor(it, r, m, l));
 }
 
 #endif

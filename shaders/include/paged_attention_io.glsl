@@ -386,10 +386,25 @@ float pa_logit(PaItem it, float s, uint r, int q_pos, int k_pos) {
   return vka_logit(s, p, q_pos, k_pos, it.kv_end, bias);
 }
 
-// Element d of local row r's result, from its unnormalised accumulator o and
-// softmax state (m, l): the output (and LSE, written with d == 0) without
-// split-KV; with it, this segment's partial result for paged_attention_reduce.
-void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
+// The factor that turns local row r's unnormalised accumulator into its
+// output, from its softmax state (m, l) and the head's sink (0 for a row that
+// saw nothing; 1 where the kernel writes split-KV partial results). A kernel
+// that writes many elements of a row computes it once
+// (pa_write_result_scaled); pa_write_result computes it per element.
+float pa_result_factor(PaItem it, uint r, float m, float l) {
+  if (PA_WRITES_PARTIAL || r >= it.row_count) return 1.0;
+  const uint head = it.kv_head * PA_GQA + (it.row_start + r) % PA_GQA;
+  float factor, lse;
+  const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, false) : VKA_NEG_INF;
+  vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
+  return factor;
+}
+
+// Element d of local row r's result, from its unnormalised accumulator o,
+// softmax state (m, l) and pa_result_factor: the output (and LSE, written
+// with d == 0) without split-KV; with it, this segment's partial result for
+// paged_attention_reduce.
+void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l, float factor) {
   if (r >= it.row_count) return;
   const uint row = it.row_start + r;
   const uint token = it.token0 + row / PA_GQA;
@@ -399,10 +414,16 @@ void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
     pa_write_partial(token, head, it.segment, d, o, m, l);
     return;
   }
-  float factor, lse;
-  const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, d == 0u) : VKA_NEG_INF;
-  vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
   pa_write_out(token, head, d, o * factor);
-  if (PA_WRITE_LSE != 0u && d == 0u) pa_write_lse(token, head, lse);
+  if (d == 0u && (PA_WRITE_LSE != 0u || PA_HAS_SINKS != 0u)) {   // once per row: the LSE, and the sink's check
+    float unused, lse;
+    const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, true) : VKA_NEG_INF;
+    vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, unused, lse);
+    if (PA_WRITE_LSE != 0u) pa_write_lse(token, head, lse);
+  }
+}
+
+void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
+  pa_write_result_scaled(it, r, d, o, m, l, pa_result_factor(it, r, m, l));
 }
 #endif

@@ -4,6 +4,8 @@
 // functions (block_sparse_io.glsl); the kernels call nothing else of the
 // item's key range.
 //   pa_tile_count / pa_tile_key0: the tiles, PA_BN keys each, in visit order;
+//   PA_TILE_KEY_LOADS: whether pa_tile_key0 reads memory (the prefill kernel
+//     then reads each tile's key once, and carries it);
 //   pa_key_in_item: whether a key of a tile exists for the item (others load as 0);
 //   pa_tiles_setup, pa_tile_partly_seen: tiles that some row sees in part
 //     (attention_nonfinite.glsl stages their non-finite V values as 0);
@@ -29,6 +31,7 @@ int pa_tile_count(PaItem it) {
   return it.kv_end > a0 ? (it.kv_end - a0 + PA_TILE_KEYS - 1) / PA_TILE_KEYS : 0;
 }
 int pa_tile_key0(PaItem it, int t) { return pa_tile_origin(it) + t * PA_TILE_KEYS; }
+#define PA_TILE_KEY_LOADS 0
 bool pa_key_in_item(PaItem it, int k) { return k >= it.kv_begin && k < it.kv_end; }
 
 #ifdef VKATTN_ATTENTION_NONFINITE_GLSL   // the matrix kernels'
