@@ -940,6 +940,30 @@ TEST_F(PagedAttentionBadInput, ParamSizesAndValues) {
   expect_out_untouched();
 }
 
+// The prefill kernel checks each row's sink where it writes the row's first
+// element (pa_write_result_scaled, which takes the row's factor computed
+// once). One sequence of 2 new tokens (8 rows), unsplit: on a matrix path
+// the prefill kernel writes every row, so the report can come from it only.
+TEST_F(PagedAttentionBadInput, NanSinksAreReportedByThePrefillKernel) {
+  DeviceBatch batch(ctx(), std::vector<int32_t>{0, 2}, std::vector<int32_t>{5}, std::vector<int32_t>{5, 0}, 2);
+  PagedAttentionPlanOptions o;
+  o.prefill = PrefillKernel::on;
+  o.split = SplitKv::off;
+  const PagedAttentionPlan p(ctx(), cfg_, 4, DType::f16, batch.lengths(), o);
+  EXPECT_EQ(p.routes_prefill(), ctx().path_for("paged_prefill") != Path::scalar);
+  auto a = args(q({2, 4, 64}), out({2, 4, 64}), TensorView::contiguous(lse_, DType::f32, {2, 4}));
+  a.batch = batch.view();
+  a.params.sinks = param({4});
+  const float sinks[4] = {0.5f, 1.5f, 1.0f, 2.0f};
+  params_.upload(sinks, sizeof sinks);
+  EXPECT_NO_THROW(paged_attention(ctx(), p, *cache_, a));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const float s[4] = {0.5f, 1.5f, bad, 2.0f};
+    params_.upload(s, sizeof s);
+    EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, a), "sinks[2] = ", "NaN or +inf");
+  }
+}
+
 TEST_F(PagedAttentionBadInput, NanParametersOnTheDeviceAreReported) {
   // Sinks and slopes together (one pipeline to compile), one of them bad at a time.
   auto p = plan();
