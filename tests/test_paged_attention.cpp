@@ -942,16 +942,17 @@ TEST_F(PagedAttentionBadInput, ParamSizesAndValues) {
 
 // The prefill kernel checks each row's sink where it writes the row's first
 // element (pa_write_result_scaled, which takes the row's factor computed
-// once). One sequence of 2 new tokens (8 rows), unsplit: on a matrix path
-// the prefill kernel writes every row, so the report can come from it only.
+// once). One sequence of 5 new tokens (10 rows at GQA 2, more than one
+// token's decode tile), unsplit: on a matrix path the prefill kernel writes
+// every row, so the report can come from it only.
 TEST_F(PagedAttentionBadInput, NanSinksAreReportedByThePrefillKernel) {
-  DeviceBatch batch(ctx(), std::vector<int32_t>{0, 2}, std::vector<int32_t>{5}, std::vector<int32_t>{5, 0}, 2);
+  DeviceBatch batch(ctx(), std::vector<int32_t>{0, 5}, std::vector<int32_t>{5}, std::vector<int32_t>{5, 0}, 2);
   PagedAttentionPlanOptions o;
   o.prefill = PrefillKernel::on;
   o.split = SplitKv::off;
   const PagedAttentionPlan p(ctx(), cfg_, 4, DType::f16, batch.lengths(), o);
   EXPECT_EQ(p.routes_prefill(), ctx().path_for("paged_prefill") != Path::scalar);
-  auto a = args(q({2, 4, 64}), out({2, 4, 64}), TensorView::contiguous(lse_, DType::f32, {2, 4}));
+  auto a = args(q({5, 4, 64}), out({5, 4, 64}), TensorView::contiguous(lse_, DType::f32, {5, 4}));
   a.batch = batch.view();
   a.params.sinks = param({4});
   const float sinks[4] = {0.5f, 1.5f, 1.0f, 2.0f};
