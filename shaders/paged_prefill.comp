@@ -363,8 +363,8 @@ void main() {
   // Where the op reads its tiles' keys from memory (PA_TILE_KEY_LOADS), the
   // next two tiles' keys are carried from tile to tile, each read once: the
   // reads were in the chain before each tile's loads. Computed keys are
-  // computed where used: carried, they cost the paged kernel 3% (its
-  // registers; DEVELOPERS.md, "The prefill kernel's fixed cost per item").
+  // computed where used: carried, they made the paged kernel 3% slower (not
+  // traced; DEVELOPERS.md, "The prefill kernel's fixed cost per item").
   // (A preprocessor choice: the paged kernel's code holds no trace of it.)
 #if PA_TILE_KEY_LOADS
   int carried_k0 = num_tiles > 0 ? pa_tile_key0(g_it, 0) : 0, carried_k1 = num_tiles > 1 ? pa_tile_key0(g_it, 1) : 0;
