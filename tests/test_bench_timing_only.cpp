@@ -1,7 +1,9 @@
 // vkattn bench refuses to time a case that fails verification, unless
 // VKATTN_BENCH_TIMING_ONLY=1 (timing-only builds that leave a stage out):
-// then it times it and reports it unverified.
+// then it times it and reports it unverified. And it times a case again when
+// its samples drift (steady_samples).
 #include <cstdlib>
+#include <vector>
 
 #include "bench/bench_op.hpp"
 #include "vk_test.hpp"
@@ -54,6 +56,37 @@ TEST_F(BenchTimingOnly, OnlyTheValueOneCounts) {
   ::setenv("VKATTN_BENCH_TIMING_ONLY", "yes", 1);
   tool::BenchOp op = wrong_case();
   EXPECT_VKATTN_ERROR(tool::measure(ctx(), op, few()), "failed verification");
+}
+
+// The H200's sliding-window case of 25 November 2026: 6 repetitions at 20.2
+// ms, then 4.9 ms from one to the next.
+TEST(BenchSteadySamples, ASlowStartIsNotSteady) {
+  std::vector<double> s(6, 20200.0);
+  s.insert(s.end(), 14, 4900.0);
+  EXPECT_FALSE(tool::steady_samples(s));
+}
+
+TEST(BenchSteadySamples, NoiseAndOneOutlierAreSteady) {
+  std::vector<double> s;
+  for (int i = 0; i < 20; ++i) s.push_back(14430.0 + (i % 3) * 10.0);
+  s[0] = 45308;   // a first repetition's outlier: the quarter's median ignores it
+  EXPECT_TRUE(tool::steady_samples(s));
+}
+
+TEST(BenchSteadySamples, TheBoundIsThreePercentOfTheFasterQuarter) {
+  std::vector<double> s(4, 103.0);
+  s.insert(s.end(), 4, 100.0);
+  EXPECT_TRUE(tool::steady_samples(s));
+  s[0] = s[1] = s[2] = s[3] = 103.1;
+  EXPECT_FALSE(tool::steady_samples(s));
+  // A run that speeds up is caught as one that slows down.
+  std::vector<double> r(s.rbegin(), s.rend());
+  EXPECT_FALSE(tool::steady_samples(r));
+}
+
+TEST(BenchSteadySamples, FewerThanEightSamplesCountAsSteady) {
+  EXPECT_TRUE(tool::steady_samples({}));
+  EXPECT_TRUE(tool::steady_samples({1, 1, 1, 100, 100, 100, 100}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "report/bench_report.hpp"
 
@@ -37,6 +38,10 @@ struct MeasureOptions {
 // Verifies the op (a failed check throws: a benchmark of a wrong kernel is an
 // error, not a number), warms up, then times repetitions into info.samples_us.
 void measure(Context& ctx, BenchOp& op, const MeasureOptions& options);
+
+// Whether timed samples (in the order taken) are steady: the medians of the
+// first and last quarters within 3%. Fewer than 8 samples count as steady.
+bool steady_samples(const std::vector<double>& samples);
 
 // Inputs smaller than this are rotated among copies so that repetitions are not
 // served from the last-level cache (an H200 has 60 MB of L2).

@@ -288,7 +288,7 @@ void write_table(std::ostream& os, const BenchMeta& meta, const std::vector<Benc
         have && c.bytes > 0 ? format_gbps(st.gbps) : "-",
         have && c.flops > 0 ? format_tflops(st.tflops) : "-",
         st.fraction > 0 ? format_percent(st.fraction) : "-",
-        c.bound.empty() ? "-" : one_line(c.bound),
+        (c.bound.empty() ? "-" : one_line(c.bound)) + (c.params.count("unsteady") ? " (unsteady)" : ""),
         verified,
     });
   }
