@@ -1,7 +1,8 @@
 #version 460
-// Where each lane's elements of a subgroup-scope 16 x 16 f16 (or bf16) A matrix lie
-// (abi/matrix_element_order.h): the matrix is loaded from a table whose
-// element (r, c) is r * 16 + c, and every lane writes what its elements hold.
+// Where each lane's elements of a subgroup-scope 16 x 16 f16 (or bf16) A matrix,
+// and of an f32 accumulator, lie (abi/matrix_element_order.h): each matrix is
+// loaded from a table whose element (r, c) is r * 16 + c, and every lane
+// writes what its elements hold.
 // One subgroup of 32; the Context runs it once, where the device's subgroups
 // are 32 wide.
 #extension GL_GOOGLE_include_directive : require
@@ -23,14 +24,24 @@ layout(local_size_x = 32) in;
 layout(set = 0, binding = 1, std430) writeonly buffer Out { uint words[]; };
 
 shared ELEM table[256];
+shared float table32[256];
 
 void main() {
   const uint lane = gl_LocalInvocationIndex;
-  for (uint i = lane; i < 256u; i += 32u) table[i] = ELEM(float(i));   // exact in f16 and bf16
+  for (uint i = lane; i < 256u; i += 32u) {
+    table[i] = ELEM(float(i));   // exact in f16 and bf16
+    table32[i] = float(i);
+  }
   barrier();
   coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m;
   coopMatLoad(m, table, 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
   const uint n = uint(m.length());
   if (lane == 0u) words[0] = n;
   for (uint i = 0u; i < n && i < MEO_ELEMENTS; ++i) words[1u + lane * MEO_ELEMENTS + i] = uint(float(m[i]));
+  // An f32 accumulator (the prefill kernel's S), after A's words.
+  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc;
+  coopMatLoad(acc, table32, 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  const uint na = uint(acc.length());
+  if (lane == 0u) words[MEO_ACC_WORDS] = na;
+  for (uint i = 0u; i < na && i < MEO_ELEMENTS; ++i) words[MEO_ACC_WORDS + 1u + lane * MEO_ELEMENTS + i] = uint(acc[i]);
 }

@@ -8,23 +8,28 @@
 // (fp8 decoded there), and each subgroup multiplies it with its own 16 rows.
 // That makes the work per byte read grow with the rows, not stay at 16.
 //
-// Per tile, with two workgroup barriers:
-//   - the next tile's K and V loads are issued into registers;
+// Per tile t, with two workgroup barriers:
+//   - tile t + 1's K loads and tile t's V loads are issued into registers;
 //   - S = Q K^T for the subgroup's rows (Q in registers, K from shared memory);
-//   - logits, masks, the online softmax and P; O += P V;
-//   - barrier; the next tile is staged; barrier.
+//   - logits, masks, the online softmax and P of tile t, beside
+//     O += P V of tile t - 1 (its P carried in registers, its V staged);
+//   - barrier; tile t's V and tile t + 1's K are staged; barrier.
+// So each tile's V is staged one tile after its K (V_LAG: on the coopmat2
+// path up to head size 128). Elsewhere tile t + 1's V is loaded and staged
+// with its K, and tile t's P V follows its own softmax.
 // The loads' latency hides behind a whole tile's products. Each subgroup
 // holds its Q rows in registers (A matrices, head_size / 8 registers), read
 // once through the K/V tiles' space before the key loop; K and V are read
 // from shared memory. Keeping Q out of shared memory leaves room for tiles of
 // 32 to 64 keys, so a tile's fixed costs (two barriers, the lookups) are
 // shared by more products.
-// The softmax runs in registers on the coopmat2 path (VK_NV_cooperative_matrix2:
-// row reductions, per-element operations with the element's row and column,
-// accumulator -> A conversion; the row sums come from P times a matrix of
-// ones, so that they sum the rounded P that P V uses), and through shared
-// memory on the KHR path (each lane owns half a row there, as in the decode
-// kernel).
+// The softmax runs in registers on the coopmat2 path (each lane on its own
+// elements of S by row, in the order abi/matrix_element_order.h gives and
+// the Context checked; per-element masks through coopMatPerElementNV with
+// the element's row and column; P by VK_NV_cooperative_matrix2's
+// accumulator -> A conversion), and through shared memory on the KHR path
+// (each lane owns half a row there, as in the decode kernel). Either way the
+// row sums add the rounded P that P V uses.
 //
 // The op (paged attention, or block-sparse attention with VKA_OP_BLOCK_SPARSE)
 // gives the item, its tiles and their keys' logits: paged_attention_tiles.glsl
@@ -75,6 +80,8 @@
 #include "paged_attention_tiles.glsl"
 #endif
 
+#include "abi/matrix_element_order.h"
+
 layout(local_size_x_id = 6) in;
 
 const bool SHARED_SOFTMAX = VKATTN_PATH != 2;   // the KHR path
@@ -100,6 +107,17 @@ const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKG
 // (DEVELOPERS.md, "The prefill kernel's fixed cost per item").
 const uint QPT = PA_HEAD_SIZE / 16u / PP_HEAD_PARTS(PA_HEAD_SIZE);
 const uint QG = 2u;
+// Each tile's V staged one tile after its K, and multiplied beside the next
+// tile's softmax: on the coopmat2 path up to head size 128, where the
+// softmax is a tile's long chain. Elsewhere (the KHR module; the pairs of
+// subgroups above head size 128, whose tiles are 16 keys) each tile's V is
+// staged with its K and multiplied within its own tile: the lag cost those
+// 18% and 16% (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V").
+#if VKATTN_PATH == 2
+const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u;
+#else
+const bool V_LAG = false;
+#endif
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
@@ -110,8 +128,8 @@ shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per sub
 shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
-// Where each key of the next two tiles starts (kv_source_locate): [tile % 2][K, V][key].
-shared uint64_t key_at[4u * PA_BN];
+// Where each key of three tiles starts (kv_source_locate): [tile % 3][K, V][key].
+shared uint64_t key_at[6u * PA_BN];
 shared uint wg_flags[4];   // [0]: some V value was staged as 0 (attention_nonfinite.glsl)
 
 #define MatQ coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // Q or P: rows x 16
@@ -160,19 +178,21 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   PIECE_IF(F, 5) PIECE_IF(F, 6) PIECE_IF(F, 7)
 #define LOAD_K_PIECE(i) kr##i = load_piece(l_src, l_k0, l_buf, false, i);
 #define LOAD_V_PIECE(i) vr##i = load_piece(l_src, l_k0, l_buf, true, i);
-#define LOAD_TILE_FROM(SRC, K0, BUF)   \
-  {                                    \
-    const uint l_src = SRC;            \
-    const int l_k0 = K0;               \
-    const uint l_buf = BUF;            \
-    EACH_PIECE(LOAD_K_PIECE)           \
-    EACH_PIECE(LOAD_V_PIECE)           \
+#define LOAD_PIECES_FROM(SRC, K0, BUF, EACH_LOAD) \
+  {                                               \
+    const uint l_src = SRC;                       \
+    const int l_k0 = K0;                          \
+    const uint l_buf = BUF;                       \
+    EACH_LOAD                                     \
   }
+#define LOAD_K_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_K_PIECE))
+#define LOAD_V_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_V_PIECE))
+#define LOAD_TILE_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_K_PIECE) EACH_PIECE(LOAD_V_PIECE))
 #if VKA_OP_BLOCK_SPARSE
-#define LOAD_TILE(K0, BUF)                                                                         \
-  if (kv_src == PA_SRC_CACHE) LOAD_TILE_FROM(PA_SRC_CACHE, K0, BUF)                                \
-  else if (kv_src == PA_SRC_SUFFIX) LOAD_TILE_FROM(PA_SRC_SUFFIX, K0, BUF)                         \
-  else LOAD_TILE_FROM(PA_SRC_SUFFIX_NARROW, K0, BUF)
+#define LOAD_PART(K0, BUF, FROM)                                                                   \
+  if (kv_src == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)                                          \
+  else if (kv_src == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
+  else FROM(PA_SRC_SUFFIX_NARROW, K0, BUF)
 #else
 // A joined prefix-prefill item (pa_joined_kernel) chooses per tile: the
 // cache's, the new tokens', or for the one tile that holds the context's end
@@ -186,13 +206,14 @@ uint tile_source(uint kv_src, int k0) {
   if (k0 + int(BC) <= g_it.ctx) return PA_SRC_CACHE;
   return k0 >= g_it.ctx ? PA_SUFFIX_SOURCE : PA_SRC_MIXED;
 }
-#define LOAD_TILE(K0, BUF)                                                                         \
+#define LOAD_PART(K0, BUF, FROM)                                                                   \
   {                                                                                                \
     const uint l_ts = tile_source(kv_src, K0);                                                     \
-    if (l_ts == PA_SRC_CACHE) LOAD_TILE_FROM(PA_SRC_CACHE, K0, BUF)                                \
-    else if (l_ts == PA_SRC_SUFFIX) LOAD_TILE_FROM(PA_SRC_SUFFIX, K0, BUF)                         \
+    if (l_ts == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)                                          \
+    else if (l_ts == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
   }
 #endif
+#define LOAD_TILE(K0, BUF) LOAD_PART(K0, BUF, LOAD_TILE_FROM)
 
 // Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].
 void locate_tile(int k0, int entry, uint buf) {
@@ -222,26 +243,33 @@ void store_piece(uvec4 raw, uint at, uint i) {
   if (i >= PPT || c >= PIECES) return;
   kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw);
 }
-#define STORE_PIECE(i) store_piece(kr##i, 0u, i); store_piece(vr##i, V_AT, i);
+#define STORE_K_PIECE(i) store_piece(kr##i, 0u, i);
+#define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i);
+#define STORE_PIECE(i) STORE_K_PIECE(i) STORE_V_PIECE(i)
+// STAGE_PART(K0, BUF, K, V): the K and/or V pieces loaded for the tile at K0 (K, V: true or false).
 #if VKA_OP_BLOCK_SPARSE
-#define STAGE_TILE(K0, BUF) EACH_PIECE(STORE_PIECE)
+#define STAGE_PART(K0, BUF, K, V) \
+  if (K) { EACH_PIECE(STORE_K_PIECE) } \
+  if (V) { EACH_PIECE(STORE_V_PIECE) }
 #else
 // A tile LOAD_TILE leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
-void stage_rolled(uint src, int k0, uint buf) {
+void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
   [[dont_unroll]] for (uint i = 0; i < PPT; ++i) {
-    store_piece(load_piece(src, k0, buf, false, i), 0u, i);
-    store_piece(load_piece(src, k0, buf, true, i), V_AT, i);
+    if (k) store_piece(load_piece(src, k0, buf, false, i), 0u, i);
+    if (v) store_piece(load_piece(src, k0, buf, true, i), V_AT, i);
   }
 }
-#define STAGE_TILE(K0, BUF)                                                                        \
+#define STAGE_PART(K0, BUF, K, V)                                                                  \
   {                                                                                                \
     const uint s_ts = tile_source(kv_src, K0);                                                     \
-    if (s_ts == PA_SRC_MIXED || s_ts == PA_SRC_SUFFIX_NARROW) stage_rolled(s_ts, K0, BUF);         \
+    if (s_ts == PA_SRC_MIXED || s_ts == PA_SRC_SUFFIX_NARROW) stage_rolled(s_ts, K0, BUF, K, V);   \
     else {                                                                                         \
-      EACH_PIECE(STORE_PIECE)                                                                      \
+      if (K) { EACH_PIECE(STORE_K_PIECE) }                                                         \
+      if (V) { EACH_PIECE(STORE_V_PIECE) }                                                         \
     }                                                                                              \
   }
 #endif
+#define STAGE_TILE(K0, BUF) STAGE_PART(K0, BUF, true, true)
 
 // Replaces the staged V tile's non-finite values by 0; returns whether this
 // invocation replaced any.
@@ -267,10 +295,106 @@ float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g
 float cm_logit(const in uint r, const in uint c, const in float s, const in int k0, const in int t) {
   return masked_logit(r, k0 + int(c), s, t);
 }
-float cm_max(const in float a, const in float b) { return max(a, b); }
-float cm_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
-// exp(a - b), 0 when a is -inf (a row that has seen no key).
-float cm_exp_diff(const in uint r, const in uint c, const in float a, const in float b) { return vka_exp_diff(a, b); }
+// Whether element i of a lane's part of a 16 x 16 accumulator lies in row
+// lane / 4 + 8 rather than lane / 4: the order the Context found on the
+// device (abi/matrix_element_order.h, Capabilities::coopmat_register_order),
+// without which the host runs the KHR path's module instead.
+bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
+#endif
+
+// The key loop's steps, for one 16-wide head slice j or 16-key slice c.
+#define S_MUL_AT(c, j)                                                                               \
+      {                                                                                              \
+        MatB kb;                                                                                     \
+        coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+        s##c = coopMatMulAdd(q##j, kb, s##c);                                                        \
+      }
+#define S_FOR(j) \
+  if (0 < CT) S_MUL_AT(0, j) if (1 < CT) S_MUL_AT(1, j) if (2 < CT) S_MUL_AT(2, j) if (3 < CT) S_MUL_AT(3, j)
+// O += P V for the previous tile (P: pp0.., V staged at V_AT).
+#define PV_MUL_AT(c, j)                                                                              \
+      {                                                                                              \
+        MatB vb;                                                                                     \
+        coopMatLoad(vb, kv_stage, V_AT + (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutRowMajor); \
+        o##j = coopMatMulAdd(pp##c, vb, o##j);                                                       \
+      }
+#define PV_FOR(j) \
+  if (0 < CT) PV_MUL_AT(0, j) if (1 < CT) PV_MUL_AT(1, j) if (2 < CT) PV_MUL_AT(2, j) if (3 < CT) PV_MUL_AT(3, j)
+#define STORE_PART(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+#define ADD_PARTNER(c)                                                                              \
+        {                                                                                           \
+          MatS part;                                                                                \
+          coopMatLoad(part, s_tile, partner_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);  \
+          s##c = s##c + part;                                                                       \
+        }
+#if VKATTN_PATH == 2
+// The softmax of tile t on each lane's own elements of S (rows g = lane / 4
+// and g + 8, 8 elements per 16-key slice, each row's 16 keys over 4 lanes):
+// the row max and sum over the lane's elements, then over the row's 4
+// lanes by two shuffles; m, l and alpha are two floats per lane. Through the
+// driver's row reductions and per-element operations (16 x 16 accumulators
+// for m, l and alpha) it took 11 more registers, which this loop's carried
+// P needs; alone, the by-hand form was 6% slower (DEVELOPERS.md).
+#define ROW_MAX(c)                                                                                  \
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
+        if (acc_row_hi(i)) mx_hi = max(mx_hi, s##c[i]); else mx_lo = max(mx_lo, s##c[i]);           \
+      }
+#define MAKE_P(c)                                                                                   \
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
+        const bool hi = acc_row_hi(i);                                                              \
+        const float pr = float(ELEM(vka_exp_diff(s##c[i], hi ? m_hi : m_lo)));                      \
+        s##c[i] = pr;                                                                               \
+        if (hi) sum_hi += pr; else sum_lo += pr;   /* the rounded P that P V uses */                \
+      }                                                                                             \
+      p##c = MatQ(s##c);
+#define SOFTMAX()                                                                                   \
+      float mx_lo = VKA_NEG_INF, mx_hi = VKA_NEG_INF;                                               \
+      EACH_KEY_SLICE(ROW_MAX)                                                                       \
+      mx_lo = max(mx_lo, subgroupShuffleXor(mx_lo, 1u));                                            \
+      mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 1u));                                            \
+      mx_lo = max(mx_lo, subgroupShuffleXor(mx_lo, 2u));                                            \
+      mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 2u));                                            \
+      a_lo = vka_softmax_rescale(m_lo, l_lo, mx_lo);                                                \
+      a_hi = vka_softmax_rescale(m_hi, l_hi, mx_hi);                                                \
+      float sum_lo = 0.0, sum_hi = 0.0;                                                             \
+      EACH_KEY_SLICE(MAKE_P)                                                                        \
+      sum_lo += subgroupShuffleXor(sum_lo, 1u);                                                     \
+      sum_hi += subgroupShuffleXor(sum_hi, 1u);                                                     \
+      sum_lo += subgroupShuffleXor(sum_lo, 2u);                                                     \
+      sum_hi += subgroupShuffleXor(sum_hi, 2u);                                                     \
+      l_lo += sum_lo;                                                                               \
+      l_hi += sum_hi;
+#define RESCALE(j) [[unroll]] for (uint i = 0; i < 8u; ++i) o##j[i] *= acc_row_hi(i) ? a_hi : a_lo;
+#else
+// The softmax of tile t through shared memory: lane pairs own a row, half
+// its keys each; P is read back as A matrices, alpha as a matrix whose
+// element (r, d) is row r's.
+#define LOAD_P(c) coopMatLoad(p##c, p_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+#define SOFTMAX()                                                                                   \
+      float x[32];                                                                                  \
+      float tile_max = VKA_NEG_INF;                                                                 \
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {                                                   \
+        if (i >= BC / 2u) break;                                                                    \
+        const uint at = my_row * BC + my_c0 + i;                                                    \
+        const float s = PARTS > 1u ? s_tile[s_at + at] + s_tile[partner_at + at] : s_tile[s_at + at]; \
+        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);               \
+        tile_max = max(tile_max, x[i]);                                                             \
+      }                                                                                             \
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));                                   \
+      const float alpha = vka_softmax_rescale(m, l, tile_max);                                      \
+      float sum = 0.0;                                                                              \
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {                                                   \
+        if (i >= BC / 2u) break;                                                                    \
+        const ELEM p = ELEM(vka_exp_diff(x[i], m));                                                 \
+        p_tile[s_at + my_row * BC + my_c0 + i] = p;                                                 \
+        sum += float(p);   /* the rounded P that P V uses */                                        \
+      }                                                                                             \
+      l += sum + subgroupShuffleXor(sum, 1u);                                                       \
+      if (lane % 2u == 0u) row_scale[warp * 16u + my_row] = alpha;                                  \
+      subgroup_sync();                                                                              \
+      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);            \
+      EACH_KEY_SLICE(LOAD_P)
+#define RESCALE(j) o##j = o##j * am;
 #endif
 
 void main() {
@@ -327,8 +451,7 @@ void main() {
   MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
 #if VKATTN_PATH == 2
-  MatS m_run = MatS(VKA_NEG_INF), l_run = MatS(0.0);
-  const MatB ones = MatB(1.0);
+  float m_lo = VKA_NEG_INF, m_hi = VKA_NEG_INF, l_lo = 0.0, l_hi = 0.0;
 #else
   float m = VKA_NEG_INF, l = 0.0;   // this lane's row (lane / 2)
   const uint my_row = lane / 2u, my_c0 = (lane % 2u) * (BC / 2u);
@@ -338,8 +461,17 @@ void main() {
   uvec4 kr0 = uvec4(0), kr1 = kr0, kr2 = kr0, kr3 = kr0, kr4 = kr0, kr5 = kr0, kr6 = kr0, kr7 = kr0;
   uvec4 vr0 = kr0, vr1 = kr0, vr2 = kr0, vr3 = kr0, vr4 = kr0, vr5 = kr0, vr6 = kr0, vr7 = kr0;
   const uint kv_src = pa_key_source(g_it);
-  // Tiles 0 and 1 located, tile 0 staged. In the loop, tile t + 1's loads
-  // and tile t + 2's lookup are in flight while tile t computes.
+  // Tiles 0 and 1 located, tile 0's K staged (and its V without V_LAG).
+  // With V_LAG each tile's V is staged one tile after its K: in the loop,
+  // tile t's S and softmax run with tile t's
+  // K and tile t - 1's V in shared memory, and tile t - 1's P V (P carried
+  // in registers) beside tile t's softmax, which it does not depend on.
+  // The barriers keep the subgroups in step, so that without this every
+  // subgroup ran its softmax at the same time, the matrix units idle
+  // (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V"). After tile
+  // t's products, tile t's V and tile t + 1's K (loaded at its start) are
+  // staged. key_at holds three tiles' keys: tile t's V and tile t + 1's K
+  // are loaded while tile t + 2's are located.
   {
     const int first = pa_tile_key0(g_it, 0);
     locate_tile(first, tile_entry(first), 0u);
@@ -356,8 +488,12 @@ void main() {
   }
   barrier();
   if (num_tiles > 0) {
-    LOAD_TILE(pa_tile_key0(g_it, 0), 0u)
-    STAGE_TILE(pa_tile_key0(g_it, 0), 0u)
+    const int first = pa_tile_key0(g_it, 0);
+    LOAD_PART(first, 0u, LOAD_K_FROM)
+    if (!V_LAG) {
+      LOAD_PART(first, 0u, LOAD_V_FROM)
+    }
+    STAGE_PART(first, 0u, true, !V_LAG)
   }
   barrier();
   // Where the op reads its tiles' keys from memory (PA_TILE_KEY_LOADS), the
@@ -369,6 +505,10 @@ void main() {
 #if PA_TILE_KEY_LOADS
   int carried_k0 = num_tiles > 0 ? pa_tile_key0(g_it, 0) : 0, carried_k1 = num_tiles > 1 ? pa_tile_key0(g_it, 1) : 0;
 #endif
+  MatQ pp0, pp1, pp2, pp3;   // the previous tile's P
+  bool prev_pv = false;      // whether this subgroup multiplies the previous tile's P and V
+  int prev_k0 = 0;
+  uint buf = 0u;             // tile t's third of key_at (t % 3)
   for (int t = 0; t < num_tiles; ++t) {
 #if PA_TILE_KEY_LOADS
     const int k0 = carried_k0, k1 = carried_k1;
@@ -382,15 +522,22 @@ void main() {
     carried_k1 = k2;
 #endif
     const bool more = t + 1 < num_tiles;
-    if (pa_tile_partly_seen(g_it, tiles, t, k0)) {
-      // Some row sees part of the tile: non-finite V values must not reach
-      // the rows that do not see them.
+    const uint buf1 = buf == 2u ? 0u : buf + 1u, buf2 = buf1 == 2u ? 0u : buf1 + 1u;
+    // The tile whose V this tile loads (and stages after its products).
+    const int kv = V_LAG ? k0 : k1;
+    const uint bufv = V_LAG ? buf : buf1;
+    const bool v_next = V_LAG || more;
+    // Some row sees part of the tile whose V is staged now (the previous
+    // tile with V_LAG): non-finite V values must not reach the rows that do
+    // not see them.
+    if (V_LAG ? t > 0 && pa_tile_partly_seen(g_it, tiles, t - 1, prev_k0) : pa_tile_partly_seen(g_it, tiles, t, k0)) {
       if (zero_staged_nonfinite()) staged_nonfinite = true;
       barrier();
     }
-    if (more) {   // in flight during this tile's products
-      LOAD_TILE(k1, uint(t + 1) % 2u)
-    }
+    // In flight during this tile's products: tile t + 1's K, and tile t's
+    // V (t + 1's without V_LAG).
+    if (more) LOAD_PART(k1, buf1, LOAD_K_FROM)
+    if (v_next) LOAD_PART(kv, bufv, LOAD_V_FROM)
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
     const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
@@ -399,128 +546,87 @@ void main() {
     // S = Q K^T, one 16-wide head slice of Q at a time.
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
     if (!skip) {
-#define S_MUL_AT(c, j)                                                                               \
-      {                                                                                              \
-        MatB kb;                                                                                     \
-        coopMatLoad(kb, kv_stage, (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutColumnMajor); \
-        s##c = coopMatMulAdd(q##j, kb, s##c);                                                        \
-      }
-#define S_FOR(j) \
-  if (0 < CT) S_MUL_AT(0, j) if (1 < CT) S_MUL_AT(1, j) if (2 < CT) S_MUL_AT(2, j) if (3 < CT) S_MUL_AT(3, j)
       EACH_SLICE(S_FOR)
     }
-
     // A pair's partial S: each stores its own, and adds its partner's.
     const uint s_at = warp * 16u * BC, partner_at = (warp ^ 1u) * 16u * BC;
 #if VKATTN_PATH == 2
     if (PARTS > 1u) {
       if (!skip) {
-#define STORE_PART(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
         EACH_KEY_SLICE(STORE_PART)
       }
       barrier();
       if (!skip) {
-#define ADD_PARTNER(c)                                                                              \
-        {                                                                                           \
-          MatS part;                                                                                \
-          coopMatLoad(part, s_tile, partner_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);  \
-          s##c = s##c + part;                                                                       \
-        }
         EACH_KEY_SLICE(ADD_PARTNER)
       }
     }
-    // Logits, the row max over the tile, the new running max, alpha and P,
-    // all in registers.
-    MatQ p0, p1, p2, p3;
     if (!skip) {
-#define LOGITS(c)                                                                                   \
-      if (whole) s##c = s##c * g_scale;                                                             \
-      else coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
-      EACH_KEY_SLICE(LOGITS)
-      // The row max: the slices' element-wise max, then one row reduction
-      // (a reduction per slice crosses lanes once per slice).
-      MatS tile_max = s0;
-#define ELEMENT_MAX(c) if (c > 0) coopMatPerElementNV(tile_max, tile_max, cm_max2, s##c);
-      EACH_KEY_SLICE(ELEMENT_MAX)
-      coopMatReduceNV(tile_max, tile_max, gl_CooperativeMatrixReduceRowNV, cm_max);
-      MatS m_new, alpha;
-      coopMatPerElementNV(m_new, m_run, cm_max2, tile_max);
-      coopMatPerElementNV(alpha, m_run, cm_exp_diff, m_new);
-      m_run = m_new;
-      MatS sum = MatS(0.0);
-#define MAKE_P(c)                                                                                   \
-      coopMatPerElementNV(s##c, s##c, cm_exp_diff, m_new);                                          \
-      p##c = MatQ(s##c);                                                                            \
-      sum = coopMatMulAdd(p##c, ones, sum);
-      EACH_KEY_SLICE(MAKE_P)
-      l_run = l_run * alpha + sum;
-#define RESCALE(j) o##j = o##j * alpha;
-      EACH_SLICE(RESCALE)
+#define LOGITS_WHOLE(c) s##c = s##c * g_scale;
+#define LOGITS_MASKED(c) coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
+      if (whole) {
+        EACH_KEY_SLICE(LOGITS_WHOLE)
+      } else {
+        EACH_KEY_SLICE(LOGITS_MASKED)
+      }
     }
+    float a_lo, a_hi;
 #else
-    // Logits through shared memory: lane pairs own a row, half its keys each.
     if (!skip) {
-#define STORE_S(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
-      EACH_KEY_SLICE(STORE_S)
+      EACH_KEY_SLICE(STORE_PART)
     }
     if (PARTS > 1u) barrier();
     else subgroup_sync();
-    if (!skip) {
-      float x[32];
-      float tile_max = VKA_NEG_INF;
-      [[unroll]] for (uint i = 0; i < 32u; ++i) {
-        if (i >= BC / 2u) break;
-        const uint at = my_row * BC + my_c0 + i;
-        const float s = PARTS > 1u ? s_tile[s_at + at] + s_tile[partner_at + at] : s_tile[s_at + at];
-        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);
-        tile_max = max(tile_max, x[i]);
-      }
-      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
-      const float alpha = vka_softmax_rescale(m, l, tile_max);
-      float sum = 0.0;
-      [[unroll]] for (uint i = 0; i < 32u; ++i) {
-        if (i >= BC / 2u) break;
-        const ELEM p = ELEM(vka_exp_diff(x[i], m));
-        p_tile[s_at + my_row * BC + my_c0 + i] = p;
-        sum += float(p);   // the rounded P that P V uses
-      }
-      l += sum + subgroupShuffleXor(sum, 1u);
-      if (lane % 2u == 0u) row_scale[warp * 16u + my_row] = alpha;
-      subgroup_sync();
-      MatS am;   // element (r, d) = alpha of row r
-      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);
-#define RESCALE_KHR(j) o##j = o##j * am;
-      EACH_SLICE(RESCALE_KHR)
-    }
+    MatS am;
 #endif
-    if (!skip) {
-#if VKATTN_PATH != 2
-      MatQ p0, p1, p2, p3;
-#define LOAD_P(c) coopMatLoad(p##c, p_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
-      EACH_KEY_SLICE(LOAD_P)
-#endif
-#define PV_MUL_AT(c, j)                                                                              \
-      {                                                                                              \
-        MatB vb;                                                                                     \
-        coopMatLoad(vb, kv_stage, V_AT + (16u * c) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutRowMajor); \
-        o##j = coopMatMulAdd(p##c, vb, o##j);                                                        \
+    MatQ p0, p1, p2, p3;
+    if (V_LAG) {
+      // Tile t's softmax and tile t - 1's P V: one block where a subgroup has both.
+      if (!skip && prev_pv) {
+        EACH_SLICE(PV_FOR)
+        SOFTMAX()
+        EACH_SLICE(RESCALE)
+      } else if (!skip) {
+        SOFTMAX()
+        EACH_SLICE(RESCALE)
+      } else if (prev_pv) {
+        EACH_SLICE(PV_FOR)
       }
-#define PV_FOR(j) \
-  if (0 < CT) PV_MUL_AT(0, j) if (1 < CT) PV_MUL_AT(1, j) if (2 < CT) PV_MUL_AT(2, j) if (3 < CT) PV_MUL_AT(3, j)
+      if (!skip) {
+        pp0 = p0; pp1 = p1; pp2 = p2; pp3 = p3;
+      }
+    } else if (!skip) {   // tile t's softmax, then its P V
+      SOFTMAX()
+      EACH_SLICE(RESCALE)
+      pp0 = p0; pp1 = p1; pp2 = p2; pp3 = p3;
       EACH_SLICE(PV_FOR)
     }
-    // Tile t + 2's addresses replace tile t's, whose loads were issued last tile.
+    prev_pv = !skip;
+    prev_k0 = k0;
+    // Tile t + 2's addresses, in the third that neither this tile's loads nor the last's read.
     if (t + 2 < num_tiles) {
-      locate_tile(k2, ahead, uint(t) % 2u);
+      locate_tile(k2, ahead, buf2);
 #if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
       bs_stage_key_documents(g_it, k2, t + 2);   // (with its keys, two tiles ahead)
 #endif
     }
-    barrier();   // every subgroup is done with this tile
+    barrier();   // every subgroup is done with the staged K and V
+    if (v_next) {
+      STAGE_PART(kv, bufv, false, true)
+    }
     if (more) {
-      STAGE_TILE(k1, uint(t + 1) % 2u)
+      STAGE_PART(k1, buf1, true, false)
     }
     barrier();
+    buf = buf1;
+  }
+  if (V_LAG && num_tiles > 0) {   // the last tile's P V
+    if (pa_tile_partly_seen(g_it, tiles, num_tiles - 1, prev_k0)) {
+      if (zero_staged_nonfinite()) staged_nonfinite = true;
+      barrier();
+    }
+    if (prev_pv) {
+      EACH_SLICE(PV_FOR)
+    }
   }
 
   // Results: m and l of each row, then O one 16x16 slice at a time, through
@@ -531,13 +637,12 @@ void main() {
   const bool fix = wg_flags[0] != 0u;
   const uint o_at = warp * 64u;
 #if VKATTN_PATH == 2
-  coopMatStore(m_run, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);
-  subgroup_sync();
-  if (lane < 16u) row_m[warp * 16u + lane] = uintBitsToFloat(kv_stage[o_at + lane * 4u].x);
-  subgroup_sync();
-  coopMatStore(l_run, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);
-  subgroup_sync();
-  if (lane < 16u) row_l[warp * 16u + lane] = uintBitsToFloat(kv_stage[o_at + lane * 4u].x);
+  if (lane % 4u == 0u) {
+    row_m[warp * 16u + lane / 4u] = m_lo;
+    row_m[warp * 16u + lane / 4u + 8u] = m_hi;
+    row_l[warp * 16u + lane / 4u] = l_lo;
+    row_l[warp * 16u + lane / 4u + 8u] = l_hi;
+  }
 #else
   if (lane % 2u == 0u) {
     row_m[warp * 16u + my_row] = m;

@@ -1,5 +1,5 @@
-// Probes where a lane's elements of a 16 x 16 f16 A matrix lie
-// (shaders/matrix_element_order.comp), once per Context.
+// Probes where a lane's elements of a 16 x 16 f16 A matrix, and the rows of
+// an f32 accumulator's, lie (shaders/matrix_element_order.comp), once per Context.
 #include "matrix_element_order.hpp"
 
 #include <cstring>
@@ -13,10 +13,13 @@
 namespace vkattn::detail {
 
 bool is_register_order(std::span<const uint32_t> words) {
-  if (words.size() < MEO_OUTPUT_WORDS || words[0] != MEO_ELEMENTS) return false;
+  if (words.size() < MEO_OUTPUT_WORDS || words[0] != MEO_ELEMENTS || words[MEO_ACC_WORDS] != MEO_ELEMENTS) return false;
   for (uint32_t lane = 0; lane < MEO_LANES; ++lane)
-    for (uint32_t i = 0; i < MEO_ELEMENTS; ++i)
+    for (uint32_t i = 0; i < MEO_ELEMENTS; ++i) {
       if (words[1 + lane * MEO_ELEMENTS + i] != MEO_POSITION(lane, i)) return false;
+      // The accumulator: only the rows matter (the prefill kernel's softmax).
+      if (words[MEO_ACC_WORDS + 1 + lane * MEO_ELEMENTS + i] / 16 != MEO_ROW(lane, i)) return false;
+    }
   return true;
 }
 

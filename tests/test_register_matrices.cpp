@@ -12,15 +12,19 @@
 #include "matrix_element_order.hpp"
 #include "ops/paged_attention_plan.hpp"
 #include "vk_test.hpp"
+#include <vkattn/block_sparse.hpp>
 
 namespace vkattn::test {
 namespace {
 
+// The A matrix's positions, then the accumulator's (the same, as the H200 has them).
 std::vector<uint32_t> known_order() {
   std::vector<uint32_t> w(MEO_OUTPUT_WORDS);
-  w[0] = MEO_ELEMENTS;
-  for (uint32_t lane = 0; lane < MEO_LANES; ++lane)
-    for (uint32_t i = 0; i < MEO_ELEMENTS; ++i) w[1 + lane * MEO_ELEMENTS + i] = MEO_POSITION(lane, i);
+  for (uint32_t at : {0u, MEO_ACC_WORDS}) {
+    w[at] = MEO_ELEMENTS;
+    for (uint32_t lane = 0; lane < MEO_LANES; ++lane)
+      for (uint32_t i = 0; i < MEO_ELEMENTS; ++i) w[at + 1 + lane * MEO_ELEMENTS + i] = MEO_POSITION(lane, i);
+  }
   return w;
 }
 
@@ -29,7 +33,7 @@ TEST(MatrixElementOrder, OnlyTheKernelsOrderIsRecognised) {
   EXPECT_TRUE(detail::is_register_order(w));
   // Every position of the 16 x 16 matrix once.
   std::vector<uint32_t> seen(256, 0);
-  for (uint32_t k = 1; k < w.size(); ++k) ++seen.at(w[k]);
+  for (uint32_t k = 1; k < MEO_ACC_WORDS; ++k) ++seen.at(w[k]);
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1u), 256);
   std::swap(w[1 + 5 * MEO_ELEMENTS + 2], w[1 + 5 * MEO_ELEMENTS + 4]);   // rows g and g + 8 the other way round
   EXPECT_FALSE(detail::is_register_order(w));
@@ -38,6 +42,21 @@ TEST(MatrixElementOrder, OnlyTheKernelsOrderIsRecognised) {
   EXPECT_FALSE(detail::is_register_order(w));
   w = known_order();
   w.pop_back();
+  EXPECT_FALSE(detail::is_register_order(w));
+}
+
+// The prefill kernel's softmax needs the accumulator's rows only: each
+// lane's elements 0-3 in row lane / 4, 4-7 in row lane / 4 + 8.
+TEST(MatrixElementOrder, TheAccumulatorsRowsAreChecked) {
+  const uint32_t lane5 = MEO_ACC_WORDS + 1 + 5 * MEO_ELEMENTS;
+  std::vector<uint32_t> w = known_order();
+  std::swap(w[lane5 + 0], w[lane5 + 1]);   // columns within a row: the softmax does not mind
+  EXPECT_TRUE(detail::is_register_order(w));
+  w = known_order();
+  std::swap(w[lane5 + 2], w[lane5 + 4]);   // an element of row g + 8 where row g's is expected
+  EXPECT_FALSE(detail::is_register_order(w));
+  w = known_order();
+  w[MEO_ACC_WORDS] = 4;   // another length()
   EXPECT_FALSE(detail::is_register_order(w));
 }
 
@@ -107,6 +126,33 @@ TEST_F(RegisterMatrices, AgreeWithTheReferenceAsStagingDoes) {
         EXPECT_TRUE(s.pass) << what << s.summary << "\n" << s.failure;
       }
     }
+  }
+  ctx().impl().caps.coopmat_register_order = true;
+}
+
+// The coopmat2 prefill kernel's softmax takes the accumulators' rows from
+// the order; without it (another device's, or a Context that could not probe)
+// the KHR module runs, and both agree with the reference: a prefill-kernel
+// batch with a window, sinks and the LSE, and block-sparse attention, whose
+// path says which module ran.
+TEST_F(RegisterMatrices, ThePrefillKernelRunsItsKhrModuleWithoutTheOrder) {
+  if (!ctx().capabilities().coopmat_register_order || ctx().path_for("paged_prefill") != Path::coopmat2)
+    GTEST_SKIP() << "needs the coopmat2 path and the order";
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = 2;
+  v.head_size = 128;
+  v.q_block_size = v.kv_block_size = 128;
+  v.mods.all = kMaskCausal;
+  for (bool order : {true, false}) {
+    ctx().impl().caps.coopmat_register_order = order;
+    EXPECT_EQ(block_sparse_attention_path(ctx(), v), order ? Path::coopmat2 : Path::coopmat);
+    auto c = attention_case({{300, 300}, {129, 700}}, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 613);
+    c.prefill = PrefillKernel::on;
+    c.sliding_window = 250;
+    c.sinks = true;
+    c.with_lse = true;
+    const auto r = tool::run_paged_attention(ctx(), c);
+    EXPECT_TRUE(r.pass) << (order ? "coopmat2 module: " : "KHR module: ") << r.summary << "\n" << r.failure;
   }
   ctx().impl().caps.coopmat_register_order = true;
 }

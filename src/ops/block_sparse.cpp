@@ -66,6 +66,7 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
   // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
   if (caps.subgroup_size != 32 || dv != v.head_size) l.path = Path::scalar;
+  l.path = prefill_kernel_path(l.path, caps.coopmat_register_order);
   ScheduleDevice dev;
   dev.path = l.path;
   dev.subgroup_size = caps.subgroup_size;

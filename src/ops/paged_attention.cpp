@@ -55,7 +55,7 @@ ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   d.has_16x8x16 = caps.has_subgroup_shape(16, 8, 16, q_dtype == DType::bf16 ? "bf16" : "f16");
   d.bf16 = q_dtype == DType::bf16;
   d.prefill_kernel = path != Path::scalar && caps.subgroup_size == 32;
-  d.prefill_shared_softmax = path != Path::coopmat2;
+  d.prefill_shared_softmax = prefill_kernel_path(path, caps.coopmat_register_order) != Path::coopmat2;
   return d;
 }
 
@@ -151,6 +151,7 @@ abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const Pref
 
 const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
   const bool bf16 = spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
+  path = prefill_kernel_path(path, impl.caps.coopmat_register_order);
   return impl.pipelines->get({bf16 ? "paged_prefill_bf16" : "paged_prefill", path, spec_words(spec), abi::PA_BINDINGS,
                               sizeof(abi::PagedAttentionPush), 32});
 }

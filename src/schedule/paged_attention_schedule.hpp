@@ -26,6 +26,15 @@ struct ScheduleDevice {
   bool prefill_shared_softmax = true;
 };
 
+// The path of paged_prefill.comp's module for an op on `path`: the coopmat2
+// module's softmax works on each lane's accumulator elements by row, in the
+// order the Context checked (Capabilities::coopmat_register_order); without
+// it (another order, or a Context that could not run the probe) the KHR
+// module, whose softmax goes through shared memory, runs instead.
+inline Path prefill_kernel_path(Path path, bool register_order) {
+  return path == Path::coopmat2 && !register_order ? Path::coopmat : path;
+}
+
 struct ScheduleProblem {
   uint32_t num_q_heads = 0, num_kv_heads = 0, head_size = 0;
   uint32_t num_seqs = 0, num_tokens = 0, max_query_len = 0;

@@ -169,7 +169,7 @@ VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an i
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
-   2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 32u * (BC) /* key_at */ + \
+   2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 48u * (BC) /* key_at: three tiles' K and V addresses */ + \
    16u /* flags */ +                                                                                          \
    PA_CHUNK_BASE_BYTES)
 
