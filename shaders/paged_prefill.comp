@@ -156,7 +156,7 @@ void subgroup_sync() {
 
 // Piece i of this invocation's part of the K or V tile of keys [k0, k0 + BC),
 // located in key_at[buf]: piece c = invocation + i * WG is 8 head dims of key
-// c / (D / 8). `src` is a constant where this is called (LOAD_TILE_FROM), so
+// c / (D / 8). `src` is a constant where this is called (LOAD_K_FROM, LOAD_V_FROM), so
 // that each source's loads are straight-line code.
 uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   const uint c = gl_LocalInvocationIndex + i * WG;
@@ -171,8 +171,8 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
 // The pieces of the next K and V tile are separate variables of main (kr0..,
 // vr0..), not arrays, for the reason SLICE_IF gives: with arrays of 8 of
 // which 4 were used, the driver kept them in local memory, and every load was
-// waited for where it was issued (DEVELOPERS.md). LOAD_TILE(k0, buf) fills
-// them from main's kv_src (pa_key_source), STORE_PIECE stages them.
+// waited for where it was issued (DEVELOPERS.md). LOAD_PART(k0, buf, LOAD_K_FROM or
+// LOAD_V_FROM) fills them from main's kv_src (pa_key_source), STAGE_PART stages them.
 #define PIECE_IF(F, i) if (i < PPT) { F(i) }
 #define EACH_PIECE(F) PIECE_IF(F, 0) PIECE_IF(F, 1) PIECE_IF(F, 2) PIECE_IF(F, 3) PIECE_IF(F, 4) \
   PIECE_IF(F, 5) PIECE_IF(F, 6) PIECE_IF(F, 7)
@@ -187,7 +187,6 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   }
 #define LOAD_K_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_K_PIECE))
 #define LOAD_V_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_V_PIECE))
-#define LOAD_TILE_FROM(SRC, K0, BUF) LOAD_PIECES_FROM(SRC, K0, BUF, EACH_PIECE(LOAD_K_PIECE) EACH_PIECE(LOAD_V_PIECE))
 #if VKA_OP_BLOCK_SPARSE
 #define LOAD_PART(K0, BUF, FROM)                                                                   \
   if (kv_src == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)                                          \
@@ -197,7 +196,7 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
 // A joined prefix-prefill item (pa_joined_kernel) chooses per tile: the
 // cache's, the new tokens', or for the one tile that holds the context's end
 // both, key by key (PA_SRC_MIXED). That tile, and tiles of the narrow
-// new-token loads (rare: unaligned views), are not loaded ahead: STAGE_TILE
+// new-token loads (rare: unaligned views), are not loaded ahead: STAGE_PART
 // loads and stages them in a rolled loop, so that the key loop's code holds
 // the prefetched loads of two sources only (with every source prefetched the
 // kernel was 3.6x as large, at 255 registers, and slower; DEVELOPERS.md).
@@ -213,7 +212,6 @@ uint tile_source(uint kv_src, int k0) {
     else if (l_ts == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
   }
 #endif
-#define LOAD_TILE(K0, BUF) LOAD_PART(K0, BUF, LOAD_TILE_FROM)
 
 // Invocations below BC: where key k0 + invocation starts, from its entry, into key_at[buf].
 void locate_tile(int k0, int entry, uint buf) {
@@ -245,14 +243,13 @@ void store_piece(uvec4 raw, uint at, uint i) {
 }
 #define STORE_K_PIECE(i) store_piece(kr##i, 0u, i);
 #define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i);
-#define STORE_PIECE(i) STORE_K_PIECE(i) STORE_V_PIECE(i)
 // STAGE_PART(K0, BUF, K, V): the K and/or V pieces loaded for the tile at K0 (K, V: true or false).
 #if VKA_OP_BLOCK_SPARSE
 #define STAGE_PART(K0, BUF, K, V) \
   if (K) { EACH_PIECE(STORE_K_PIECE) } \
   if (V) { EACH_PIECE(STORE_V_PIECE) }
 #else
-// A tile LOAD_TILE leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
+// A tile LOAD_PART leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
 void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
   [[dont_unroll]] for (uint i = 0; i < PPT; ++i) {
     if (k) store_piece(load_piece(src, k0, buf, false, i), 0u, i);
@@ -269,7 +266,6 @@ void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
     }                                                                                              \
   }
 #endif
-#define STAGE_TILE(K0, BUF) STAGE_PART(K0, BUF, true, true)
 
 // Replaces the staged V tile's non-finite values by 0; returns whether this
 // invocation replaced any.
@@ -463,9 +459,9 @@ void main() {
   const uint kv_src = pa_key_source(g_it);
   // Tiles 0 and 1 located, tile 0's K staged (and its V without V_LAG).
   // With V_LAG each tile's V is staged one tile after its K: in the loop,
-  // tile t's S and softmax run with tile t's
-  // K and tile t - 1's V in shared memory, and tile t - 1's P V (P carried
-  // in registers) beside tile t's softmax, which it does not depend on.
+  // tile t's S and softmax run with tile t's K and tile t - 1's V in shared
+  // memory, and tile t - 1's P V (P carried in registers) beside tile t's
+  // softmax, which it does not depend on.
   // The barriers keep the subgroups in step, so that without this every
   // subgroup ran its softmax at the same time, the matrix units idle
   // (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V"). After tile
