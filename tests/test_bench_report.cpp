@@ -507,6 +507,21 @@ TEST(BenchTable, HeaderAndAlignedRows) {
   EXPECT_EQ(col_end(lines[header + 4], " 200"), gbps_end) << t;
 }
 
+// A case whose samples still drifted after measure()'s retimes says so in its bound column.
+TEST(BenchTable, AnUnsteadyCaseIsMarked) {
+  auto cases = sample_cases();
+  cases[0].params["unsteady"] = "yes";
+  std::ostringstream os;
+  write_table(os, sample_meta(), cases);
+  const std::string t = os.str();
+  EXPECT_EQ(t.find("(unsteady)"), t.rfind("(unsteady)")) << t;   // once: only that case
+  std::istringstream is(t);
+  bool marked = false;
+  for (std::string l; std::getline(is, l);)
+    if (l.find("(unsteady)") != std::string::npos) marked = l.find("11.00") != std::string::npos;
+  EXPECT_TRUE(marked) << t;
+}
+
 // ----------------------------------------------------------------- JSON ---
 
 TEST(BenchJson, ParsesAndHasEveryFigure) {
