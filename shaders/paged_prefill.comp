@@ -113,11 +113,8 @@ const uint QG = 2u;
 // subgroups above head size 128, whose tiles are 16 keys) each tile's V is
 // staged with its K and multiplied within its own tile: the lag cost those
 // 18% and 16% (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V").
-#if VKATTN_PATH == 2
-const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u;
-#else
-const bool V_LAG = false;
-#endif
+const uint KEY_TILES = PP_KEY_TILES(PA_HEAD_SIZE, SHARED_SOFTMAX ? 1u : 0u);
+const bool V_LAG = KEY_TILES == 3u;
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
@@ -128,8 +125,8 @@ shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per sub
 shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
-// Where each key of three tiles starts (kv_source_locate): [tile % 3][K, V][key].
-shared uint64_t key_at[6u * PA_BN];
+// Where each key of KEY_TILES tiles starts (kv_source_locate): [tile % KEY_TILES][K, V][key].
+shared uint64_t key_at[2u * KEY_TILES * PA_BN];
 shared uint wg_flags[4];   // [0]: some V value was staged as 0 (attention_nonfinite.glsl)
 
 #define MatQ coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>        // Q or P: rows x 16
@@ -518,7 +515,7 @@ void main() {
     carried_k1 = k2;
 #endif
     const bool more = t + 1 < num_tiles;
-    const uint buf1 = buf == 2u ? 0u : buf + 1u, buf2 = buf1 == 2u ? 0u : buf1 + 1u;
+    const uint buf1 = buf + 1u == KEY_TILES ? 0u : buf + 1u, buf2 = buf1 + 1u == KEY_TILES ? 0u : buf1 + 1u;
     // The tile whose V this tile loads (and stages after its products).
     const int kv = V_LAG ? k0 : k1;
     const uint bufv = V_LAG ? buf : buf1;
