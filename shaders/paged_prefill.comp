@@ -100,10 +100,12 @@ const uint V_AT = PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE);   // the V tile's first uve
 const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
 const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
 // The same for Q's staging passes (at most BM rows each, through the K/V
-// tiles' space): BM * D / 8 / WG = D / (16 * PARTS) = DT, at most 8. They
-// are loaded QG at a time, each group's loads issued before its stores. A
-// rolled loop of load and store waited on every piece's round trip; of 1, 2,
-// 4 and 8 at a time, 2 ran fastest, and 8 slower than the rolled loop
+// tiles' space): BM * D / 8 / WG = D / (16 * PARTS) = DT, at most 8. Where
+// q's rows lie on 16-byte words a piece is one 16-byte load, and all are
+// loaded before any is stored. Else a piece is eight 2-byte loads, QG pieces
+// at a time, each group's loads issued before its stores: a rolled loop of
+// load and store waited on every piece's round trip; of 1, 2, 4 and 8 pieces
+// at a time, 2 ran fastest, and 8 (64 loads) slower than the rolled loop
 // (DEVELOPERS.md, "The prefill kernel's fixed cost per item").
 const uint QPT = PA_HEAD_SIZE / 16u / PP_HEAD_PARTS(PA_HEAD_SIZE);
 const uint QG = 2u;
@@ -222,15 +224,11 @@ void locate_tile(int k0, int entry, uint buf) {
 int tile_entry(int k0) { return gl_LocalInvocationIndex < BC ? kv_source_entry(g_it, k0 + int(gl_LocalInvocationIndex)) : -1; }
 
 // Piece i of this invocation's part of Q's staging pass from row r0: 8 head
-// dims of one row (0 past the pass).
-uvec4 q_piece(uint r0, uint i) {
+// dims of one row (0 past the pass); `wide`: pa_q_raw8's.
+uvec4 q_piece(uint r0, uint i, bool wide) {
   const uint c = gl_LocalInvocationIndex + i * WG;
-  uvec4 h = uvec4(0);
-  if (c >= min(PA_BM, 2u * BC) * D / 8u) return h;
-  const uint r = r0 + c / (D / 8u), d = (c % (D / 8u)) * 8u;
-  [[unroll]] for (uint e = 0; e < 4u; ++e)
-    h[e] = pa_q_bits(g_it, r, d + 2u * e) | (pa_q_bits(g_it, r, d + 2u * e + 1u) << 16);
-  return h;
+  if (c >= min(PA_BM, 2u * BC) * D / 8u) return uvec4(0);
+  return pa_q_raw8(g_it, r0 + c / (D / 8u), (c % (D / 8u)) * 8u, wide);
 }
 
 void store_piece(uvec4 raw, uint at, uint i) {
@@ -411,34 +409,62 @@ void main() {
   const bool has_rows = g_row0 < g_it.row_count;
 
   if (tid == 0u) wg_flags[0] = 0u;
-  pa_load_chunk_bases();
-#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
-  bs_stage_row_documents(g_it);   // (read after Q's staging barriers)
-#endif
+  // The prologue's loads go out together, before anything waits on one: the
+  // chunk table's first entries, the first two tiles' keys and block-table
+  // entries, Q (and the documents' ids). A store of a load's value waits
+  // for it, so each is stored after all are issued; issued in turn, each
+  // behind the last one's store, they were a chain of round trips that
+  // nothing overlaps (one workgroup per SM).
+  const uint64_t chunk_base = pa_fetch_chunk_base();
+  const int first = num_tiles > 0 ? pa_tile_key0(g_it, 0) : 0, second = num_tiles > 1 ? pa_tile_key0(g_it, 1) : 0;
+  const int first_entry = num_tiles > 0 ? tile_entry(first) : -1, second_entry = num_tiles > 1 ? tile_entry(second) : -1;
   // Q: staged in the K/V tiles' space, as many rows at a time as it holds
   // (2 * BC: whole subgroups' 16 rows, as BC is a multiple of 16), then
-  // held as A slices.
+  // held as A slices. Where q's rows lie on 16-byte words (pa_q_wide) a
+  // piece is one 16-byte load and an invocation's pieces are all loaded
+  // before any is stored; else a piece is eight 2-byte loads, QG pieces at
+  // a time.
   MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
-  // Each invocation's pieces of a pass, QG at a time: a group's loads are
-  // issued before its stores.
+  const bool q_wide = pa_q_wide();
   const uint QR = min(PA_BM, 2u * BC);
   for (uint r0 = 0u; r0 < PA_BM; r0 += QR) {
     uvec4 qw0, qw1, qw2, qw3, qw4, qw5, qw6, qw7;
 #define Q_PIECE_IF(F, i) if (i < QPT) { F(i) }
 #define EACH_Q_PIECE(F) Q_PIECE_IF(F, 0) Q_PIECE_IF(F, 1) Q_PIECE_IF(F, 2) Q_PIECE_IF(F, 3) \
   Q_PIECE_IF(F, 4) Q_PIECE_IF(F, 5) Q_PIECE_IF(F, 6) Q_PIECE_IF(F, 7)
-#define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i);
-#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
-    [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
-      EACH_Q_PIECE(LOAD_Q_PIECE)
-      EACH_Q_PIECE(STORE_Q_PIECE)
+#define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i, false);
+#define STORE_Q_PIECE_NOW(i) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
+#define STORE_Q_PIECE(i) if (i / QG == g) STORE_Q_PIECE_NOW(i)
+#define LOAD_Q_PIECE_WIDE(i) qw##i = q_piece(r0, i, true);
+    if (q_wide) {
+      EACH_Q_PIECE(LOAD_Q_PIECE_WIDE)
+    }
+    if (r0 == 0u) {   // (stored after Q's loads are issued)
+#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
+      bs_stage_row_documents(g_it);
+      if (num_tiles > 0) bs_stage_key_documents(g_it, first, 0);
+      if (num_tiles > 1) bs_stage_key_documents(g_it, second, 1);
+#endif
+      pa_store_chunk_bases(chunk_base);
+    }
+    if (q_wide) {
+      EACH_Q_PIECE(STORE_Q_PIECE_NOW)
+    } else {
+      [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
+        EACH_Q_PIECE(LOAD_Q_PIECE)
+        EACH_Q_PIECE(STORE_Q_PIECE)
+      }
     }
     barrier();
+    if (r0 == 0u) {   // tiles 0 and 1 located (the chunk bases' stores are ordered by the barrier)
+      if (num_tiles > 0) locate_tile(first, first_entry, 0u);
+      if (num_tiles > 1) locate_tile(second, second_entry, 1u);
+    }
     if (g_row0 >= r0 && g_row0 < r0 + QR) {
 #define LOAD_Q(j) coopMatLoad(q##j, kv_stage, (g_row0 - r0) * ROW + 2u * (g_slice0 + j), ROW, gl_CooperativeMatrixLayoutRowMajor);
       EACH_SLICE(LOAD_Q)
     }
-    barrier();   // the space is the K/V tiles' from here
+    barrier();   // the space is the K/V tiles' from here; key_at's first two tiles are written
   }
 
   MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
@@ -454,7 +480,7 @@ void main() {
   uvec4 kr0 = uvec4(0), kr1 = kr0, kr2 = kr0, kr3 = kr0, kr4 = kr0, kr5 = kr0, kr6 = kr0, kr7 = kr0;
   uvec4 vr0 = kr0, vr1 = kr0, vr2 = kr0, vr3 = kr0, vr4 = kr0, vr5 = kr0, vr6 = kr0, vr7 = kr0;
   const uint kv_src = pa_key_source(g_it);
-  // Tiles 0 and 1 located, tile 0's K staged (and its V without V_LAG).
+  // Tile 0's K staged (and its V without V_LAG).
   // With V_LAG each tile's V is staged one tile after its K: in the loop,
   // tile t's S and softmax run with tile t's K and tile t - 1's V in shared
   // memory, and tile t - 1's P V (P carried in registers) beside tile t's
@@ -463,25 +489,9 @@ void main() {
   // subgroup ran its softmax at the same time, the matrix units idle
   // (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V"). After tile
   // t's products, tile t's V and tile t + 1's K (loaded at its start) are
-  // staged. key_at holds three tiles' keys: tile t's V and tile t + 1's K
-  // are loaded while tile t + 2's are located.
-  {
-    const int first = pa_tile_key0(g_it, 0);
-    locate_tile(first, tile_entry(first), 0u);
-#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
-    bs_stage_key_documents(g_it, first, 0);
-#endif
-    if (num_tiles > 1) {
-      const int second = pa_tile_key0(g_it, 1);
-      locate_tile(second, tile_entry(second), 1u);
-#if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
-      bs_stage_key_documents(g_it, second, 1);
-#endif
-    }
-  }
-  barrier();
+  // staged. key_at then holds three tiles' keys: tile t's V and tile t + 1's
+  // K are loaded while tile t + 2's are located (two tiles' without V_LAG).
   if (num_tiles > 0) {
-    const int first = pa_tile_key0(g_it, 0);
     LOAD_PART(first, 0u, LOAD_K_FROM)
     if (!V_LAG) {
       LOAD_PART(first, 0u, LOAD_V_FROM)
@@ -496,7 +506,7 @@ void main() {
   // traced; DEVELOPERS.md, "The prefill kernel's fixed cost per item").
   // (A preprocessor choice: the paged kernel's code holds no trace of it.)
 #if PA_TILE_KEY_LOADS
-  int carried_k0 = num_tiles > 0 ? pa_tile_key0(g_it, 0) : 0, carried_k1 = num_tiles > 1 ? pa_tile_key0(g_it, 1) : 0;
+  int carried_k0 = first, carried_k1 = second;
 #endif
   MatQ pp0, pp1, pp2, pp3;   // the previous tile's P
   bool prev_pv = false;      // whether this subgroup multiplies the previous tile's P and V

@@ -36,6 +36,12 @@ BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string
   return {{view.buffer.buffer, start, range}, static_cast<uint32_t>(elem)};
 }
 
+bool rows_of_8_on_words(uint32_t element_offset, std::initializer_list<int64_t> strides) {
+  bool on_words = element_offset % 8 == 0;
+  for (int64_t s : strides) on_words = on_words && s % 8 == 0;
+  return on_words;
+}
+
 BufferBinding placeholder_binding(const ContextImpl& impl) { return {impl.status.buffer, 0, kStatusSlotBytes}; }
 
 Grid fold_grid(const ContextImpl& impl, uint64_t count, std::string_view op) {

@@ -29,6 +29,12 @@ struct BoundView {
 };
 BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string_view op, std::string_view name);
 
+// Whether a 16-bit view's rows of 8 elements start on 16-byte words of its
+// binding, so that a shader may load them 16 bytes at a time: its element
+// offset in the binding (BoundView::element_offset) and every stride are
+// multiples of 8 elements.
+bool rows_of_8_on_words(uint32_t element_offset, std::initializer_list<int64_t> strides);
+
 // A binding for an absent optional view: the status words, never read there.
 BufferBinding placeholder_binding(const ContextImpl& impl);
 

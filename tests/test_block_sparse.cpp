@@ -155,6 +155,22 @@ std::vector<Combo> combos() {
     add("gpu_causal_d80_s1000", c, true);
   }
   {
+    // Rows of q (and K, V, out) not on 16-byte words: the prefill kernel
+    // stages Q by 2-byte loads (no BS_FLAG_Q_WIDE).
+    auto c = make("causal,window:200", 8, 2, 128, 700, 700, 20);
+    c.token_padding = 3;
+    c.lse = true;
+    add("gpu_window_narrow_rows_d128_s700", c, true);
+  }
+  {
+    // Partial blocks only (no full lists bound), some rows listing none: the
+    // prefill kernel reads no list entry for a row without blocks.
+    auto c = make("random:0.1", 8, 2, 128, 1024, 1024, 21);
+    c.separate_full = false;
+    c.mask_heads = 8;
+    add("gpu_random_partial_only_empty_rows_d128_s1024", c, true);
+  }
+  {
     // Head size 256 on the prefill kernel: pairs of subgroups, each with half
     // of Q and O, adding their partial S.
     auto c = make("causal,window:300,document:3", 10, 2, 256, 700, 900, 19);

@@ -108,12 +108,33 @@ PaItem pa_load_item(uint wg) {
   return it;
 }
 
+// Where element d of local row r's query lies in q16 (row r < row_count).
+#define BS_Q_AT(it, r, d)                                                                    \
+  (bs_view_offset(BS_BINDING_Q - 1u) + (it).b * pc.q_batch_stride + (it).h * pc.q_head_stride + \
+   ((it).row_start + (r)) * pc.q_token_stride + (d))
+
 uint pa_q_bits(PaItem it, uint r, uint d) {
   if (r >= it.row_count) return 0u;
-  return uint(q16[bs_view_offset(BS_BINDING_Q - 1u) + it.b * pc.q_batch_stride + it.h * pc.q_head_stride +
-                  (it.row_start + r) * pc.q_token_stride + d]);
+  return uint(q16[BS_Q_AT(it, r, d)]);
 }
 
+#if PA_PREFILL_KERNEL
+// As paged_attention_io.glsl's, with BS_FLAG_Q_WIDE.
+layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16x8 { uvec4 q16x8[]; };
+bool pa_q_wide() { return (pc.flags & BS_FLAG_Q_WIDE) != 0u; }
+uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
+  if (r >= it.row_count) return uvec4(0);
+  const uint at = BS_Q_AT(it, r, d);
+  if (wide) return q16x8[at / 8u];
+  uvec4 w;
+  [[unroll]] for (uint e = 0; e < 4u; ++e) w[e] = uint(q16[at + 2u * e]) | (uint(q16[at + 2u * e + 1u]) << 16);
+  return w;
+}
+#endif
+
+// No chunk table (paged_attention_io.glsl's interface).
+uint64_t pa_fetch_chunk_base() { return 0ul; }
+void pa_store_chunk_bases(uint64_t unused) {}
 void pa_load_chunk_bases() {}
 float pa_score_scale(PaItem it) { return pc.scale; }
 float pa_value_scale(PaItem it) { return 1.0; }

@@ -165,14 +165,35 @@ PaItem pa_output_item(uint wg) {
 // Absolute position of local row r, or -1 for rows past the item (they see no key).
 int pa_row_position(PaItem it, uint r) { return r < it.row_count ? it.ctx + int((it.row_start + r) / PA_GQA) : -1; }
 
+// Where element d of local row r's query lies in q16 (row r < row_count).
+// A macro, so that pa_q_bits' code (and the decode modules) stay as they were.
+#define PA_Q_AT(it, r, d)                                                                   \
+  (pa_view_offset(PA_VIEW_Q) + ((it).token0 + ((it).row_start + (r)) / PA_GQA) * pc.q_token_stride + \
+   ((it).kv_head * PA_GQA + ((it).row_start + (r)) % PA_GQA) * pc.q_head_stride + (d))
+
 // Element d of local row r's query, as stored (f16 or bf16 bits); 0 past the item.
 uint pa_q_bits(PaItem it, uint r, uint d) {
   if (r >= it.row_count) return 0u;
-  const uint row = it.row_start + r;
-  const uint token = it.token0 + row / PA_GQA;
-  const uint head = it.kv_head * PA_GQA + row % PA_GQA;
-  return uint(q16[pa_view_offset(PA_VIEW_Q) + token * pc.q_token_stride + head * pc.q_head_stride + d]);
+  return uint(q16[PA_Q_AT(it, r, d)]);
 }
+
+#if PA_PREFILL_KERNEL
+// q as 16-byte words too, for pa_q_raw8.
+layout(set = 0, binding = PA_BINDING_Q, std430) readonly buffer Q16x8 { uvec4 q16x8[]; };
+// Whether q's rows of 8 elements lie on 16-byte words of its binding (the
+// host's PA_FLAG_Q_WIDE: its offset and strides multiples of 8 elements).
+bool pa_q_wide() { return (pc.flags & PA_FLAG_Q_WIDE) != 0u; }
+// Elements d .. d + 7 (d a multiple of 8) of local row r's query, as stored;
+// 0 past the item. `wide` (pa_q_wide()): one 16-byte load, else eight 2-byte ones.
+uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
+  if (r >= it.row_count) return uvec4(0);
+  const uint at = PA_Q_AT(it, r, d);
+  if (wide) return q16x8[at / 8u];
+  uvec4 w;
+  [[unroll]] for (uint e = 0; e < 4u; ++e) w[e] = uint(q16[at + 2u * e]) | (uint(q16[at + 2u * e + 1u]) << 16);
+  return w;
+}
+#endif
 
 // The first PA_SHARED_CHUNKS K and V chunk bases, read once per workgroup,
 // so that a key's address needs no dependent load. A cache of more chunks

@@ -475,10 +475,11 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.num_workgroups = static_cast<uint32_t>(items);
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
-  // 16-byte loads need every row of 8 elements on a 16-byte word of its binding.
-  bool wide = bindings.offset_of(abi::BS_BINDING_K) % 8 == 0 && bindings.offset_of(abi::BS_BINDING_V) % 8 == 0;
-  for (int d = 0; d < 3; ++d) wide = wide && a.k.stride(d) % 8 == 0 && a.v.stride(d) % 8 == 0;
+  const bool wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
+                    rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)});
   if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
+  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)}))
+    push.flags |= abi::BS_FLAG_Q_WIDE;
   push.batch = static_cast<uint32_t>(B);
   set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));

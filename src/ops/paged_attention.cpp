@@ -553,6 +553,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.view_offsets0 = offsets[0];
   push.view_offsets1 = offsets[1];
   push.view_offsets2 = offsets[2];
+  auto view_offset = [&](uint32_t view) { return (offsets[view / 4] >> (8 * (view % 4))) & 0xFFu; };
   push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
   // Prefix prefill over a cache of q's dtype: the prefill kernel's items walk
   // the context and the new tokens unsplit (abi/paged_attention.h).
@@ -564,13 +565,11 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     push.PA_PUSH_NEW_K_TOKEN_STRIDE = to_u32(kOp, "key stride 0", k.stride(0));
     push.PA_PUSH_NEW_V_TOKEN_STRIDE = to_u32(kOp, "value stride 0", v.stride(0));
     push.PA_PUSH_NEW_KV_HEAD_STRIDES = uint32_t(k.stride(1)) | uint32_t(v.stride(1)) << 16;   // < 2^16: prefix_prefill checks
-    // 16-byte loads need every row of 8 elements on a 16-byte word of its binding.
-    const uint32_t k_at = (offsets[abi::PA_VIEW_NEW_K / 4] >> (8 * (abi::PA_VIEW_NEW_K % 4))) & 0xFF;
-    const uint32_t v_at = (offsets[abi::PA_VIEW_NEW_V / 4] >> (8 * (abi::PA_VIEW_NEW_V % 4))) & 0xFF;
-    bool wide = k_at % 8 == 0 && v_at % 8 == 0;
-    for (int64_t st : {k.stride(0), k.stride(1), v.stride(0), v.stride(1)}) wide = wide && st % 8 == 0;
+    const bool wide = rows_of_8_on_words(view_offset(abi::PA_VIEW_NEW_K), {k.stride(0), k.stride(1)}) &&
+                      rows_of_8_on_words(view_offset(abi::PA_VIEW_NEW_V), {v.stride(0), v.stride(1)});
     if (!wide) push.flags |= abi::PA_FLAG_SUFFIX_NARROW;
   }
+  if (rows_of_8_on_words(view_offset(abi::PA_VIEW_Q), {a.q.stride(0), a.q.stride(1)})) push.flags |= abi::PA_FLAG_Q_WIDE;
 
   PagedAttentionVariant v;
   v.alibi = o.alibi_slopes.has_value();

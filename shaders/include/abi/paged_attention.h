@@ -49,6 +49,7 @@ VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_l
 VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
 VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype: the prefill kernel's items are not split (below)
 VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an item's segments to finish merges them (below)
+VKA_CONST(PA_FLAG_Q_WIDE, 64)           // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
 
 // Split runs: the workspace starts with PA_SPLIT_COUNTER_WORDS arrival
 // counters, one per work item, and the partial results follow them (in every
