@@ -188,10 +188,7 @@ bool pa_q_wide() { return (pc.flags & PA_FLAG_Q_WIDE) != 0u; }
 uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
   if (r >= it.row_count) return uvec4(0);
   const uint at = PA_Q_AT(it, r, d);
-  if (wide) return q16x8[at / 8u];
-  uvec4 w;
-  [[unroll]] for (uint e = 0; e < 4u; ++e) w[e] = uint(q16[at + 2u * e]) | (uint(q16[at + 2u * e + 1u]) << 16);
-  return w;
+  VKA_RAW8_BODY(q16x8, q16, wide, at)
 }
 #endif
 
