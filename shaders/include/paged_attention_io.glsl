@@ -165,8 +165,8 @@ PaItem pa_output_item(uint wg) {
 // Absolute position of local row r, or -1 for rows past the item (they see no key).
 int pa_row_position(PaItem it, uint r) { return r < it.row_count ? it.ctx + int((it.row_start + r) / PA_GQA) : -1; }
 
-// Where element d of local row r's query lies in q16 (row r < row_count).
-// A macro, so that pa_q_bits' code (and the decode modules) stay as they were.
+// Where element d of local row r's query lies in q16 (row r < row_count):
+// q's one address formula, for pa_q_bits and pa_q_raw8.
 #define PA_Q_AT(it, r, d)                                                                   \
   (pa_view_offset(PA_VIEW_Q) + ((it).token0 + ((it).row_start + (r)) / PA_GQA) * pc.q_token_stride + \
    ((it).kv_head * PA_GQA + ((it).row_start + (r)) % PA_GQA) * pc.q_head_stride + (d))
