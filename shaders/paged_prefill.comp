@@ -100,13 +100,15 @@ const uint V_AT = PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE);   // the V tile's first uve
 const uint PIECES = PA_BN * PA_HEAD_SIZE / 8u;
 const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKGROUP_SIZE;
 // The same for Q's staging passes (at most BM rows each, through the K/V
-// tiles' space): BM * D / 8 / WG = D / (16 * PARTS) = DT, at most 8. Where
-// q's rows lie on 16-byte words a piece is one 16-byte load, and all are
-// loaded before any is stored. Else a piece is eight 2-byte loads, QG pieces
-// at a time, each group's loads issued before its stores: a rolled loop of
-// load and store waited on every piece's round trip; of 1, 2, 4 and 8 pieces
-// at a time, 2 ran fastest, and 8 (64 loads) slower than the rolled loop
-// (DEVELOPERS.md, "The prefill kernel's fixed cost per item").
+// tiles' space): BM * D / 8 / WG = D / (16 * PARTS) = DT, at most 8. A
+// piece is one 16-byte load where q's rows lie on 16-byte words, else eight
+// 2-byte loads; QG pieces at a time, each group's loads issued before its
+// stores. A rolled loop of load and store waited on every piece's round
+// trip; of 1, 2, 4 and 8 pieces of 2-byte loads at a time, 2 ran fastest,
+// and 8 (64 loads) slower than the rolled loop (DEVELOPERS.md, "The prefill
+// kernel's fixed cost per item"). All 8 16-byte pieces at once (32
+// registers live) made the bf16 module spill more in its key loop and run
+// 8-10% slower (DEVELOPERS.md, "Q's 16-byte loads in groups").
 const uint QPT = PA_HEAD_SIZE / 16u / PP_HEAD_PARTS(PA_HEAD_SIZE);
 const uint QG = 2u;
 // Each tile's V staged one tile after its K, and multiplied beside the next
@@ -420,10 +422,9 @@ void main() {
   const int first_entry = num_tiles > 0 ? tile_entry(first) : -1, second_entry = num_tiles > 1 ? tile_entry(second) : -1;
   // Q: staged in the K/V tiles' space, as many rows at a time as it holds
   // (2 * BC: whole subgroups' 16 rows, as BC is a multiple of 16), then
-  // held as A slices. Where q's rows lie on 16-byte words (pa_q_wide) a
-  // piece is one 16-byte load and an invocation's pieces are all loaded
-  // before any is stored; else a piece is eight 2-byte loads, QG pieces at
-  // a time.
+  // held as A slices. A piece is one 16-byte load where q's rows lie on
+  // 16-byte words (pa_q_wide), else eight 2-byte loads; either way QG
+  // pieces at a time, each group's loads issued before its stores.
   MatQ q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12, q13, q14, q15;
   const bool q_wide = pa_q_wide();
   const uint QR = min(PA_BM, 2u * BC);
@@ -432,28 +433,19 @@ void main() {
 #define Q_PIECE_IF(F, i) if (i < QPT) { F(i) }
 #define EACH_Q_PIECE(F) Q_PIECE_IF(F, 0) Q_PIECE_IF(F, 1) Q_PIECE_IF(F, 2) Q_PIECE_IF(F, 3) \
   Q_PIECE_IF(F, 4) Q_PIECE_IF(F, 5) Q_PIECE_IF(F, 6) Q_PIECE_IF(F, 7)
-#define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i, false);
-#define STORE_Q_PIECE_NOW(i) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
-#define STORE_Q_PIECE(i) if (i / QG == g) STORE_Q_PIECE_NOW(i)
-#define LOAD_Q_PIECE_WIDE(i) qw##i = q_piece(r0, i, true);
-    if (q_wide) {
-      EACH_Q_PIECE(LOAD_Q_PIECE_WIDE)
-    }
-    if (r0 == 0u) {   // (stored after Q's loads are issued)
+#define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i, q_wide);
+#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
+    [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
+      EACH_Q_PIECE(LOAD_Q_PIECE)
+      if (r0 == 0u && g == 0u) {   // (stored after Q's first loads are issued)
 #if VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS
-      bs_stage_row_documents(g_it);
-      if (num_tiles > 0) bs_stage_key_documents(g_it, first, 0);
-      if (num_tiles > 1) bs_stage_key_documents(g_it, second, 1);
+        bs_stage_row_documents(g_it);
+        if (num_tiles > 0) bs_stage_key_documents(g_it, first, 0);
+        if (num_tiles > 1) bs_stage_key_documents(g_it, second, 1);
 #endif
-      pa_store_chunk_bases(chunk_base);
-    }
-    if (q_wide) {
-      EACH_Q_PIECE(STORE_Q_PIECE_NOW)
-    } else {
-      [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
-        EACH_Q_PIECE(LOAD_Q_PIECE)
-        EACH_Q_PIECE(STORE_Q_PIECE)
+        pa_store_chunk_bases(chunk_base);
       }
+      EACH_Q_PIECE(STORE_Q_PIECE)
     }
     barrier();
     if (r0 == 0u) {   // tiles 0 and 1 located (the chunk bases' stores are ordered by the barrier)
