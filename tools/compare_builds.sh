@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds of the `vkattn` tool side by side on one device, in one call: the
+# driver's figures for the prefill kernel's modules in every build (f16, bf16
+# and fp8 caches for paged attention; f16 and bf16 block-sparse attention),
+# then rounds of bench suites, the builds in turn within each round.
+#
+# Why: a change to a kernel near 255 registers moves the register allocation
+# of every module built from it, and the modules a change was not measured on
+# (bf16, fp8) are where it shows (DEVELOPERS.md, "Q's 16-byte loads in
+# groups"); and figures from two calls may come from two machines, so only
+# builds timed in the same call compare. Everything is printed as it comes:
+# a call that runs out of time returns what it printed.
+#
+#   tools/compare_builds.sh BUILD...      (a BUILD is a folder holding `vkattn`, or the binary)
+#
+# Environment (defaults in brackets):
+#   ROUNDS   rounds of the suites [1]
+#   SUITES   space-separated SUITE[:CACHE_DTYPE] entries; "bf16" as the cache
+#            dtype means bf16 q and cache (prefill and decode; sparse is f16
+#            only) [prefill prefill:bf16 prefill:fp8_e4m3 sparse]
+#   PREFILL_FILTER, SPARSE_FILTER, DECODE_FILTER   the cases of each suite
+#            [causal 8k and B=4 ctx=4096 q=512; causal, 8 documents, dense; every case]
+#   STATS    0 to leave the driver's figures out [1]
+#   BENCH_FLAGS  more flags for every bench run, e.g. "--quick" on a CPU device
+#            [--repeat 10 --min-time 0.02]
+set -uo pipefail
+(($# >= 1)) || { sed -n '2,/^set /p' "$0" | sed '$d'; exit 2; }
+rounds=${ROUNDS:-1}
+suites=${SUITES:-"prefill prefill:bf16 prefill:fp8_e4m3 sparse"}
+prefill_filter=${PREFILL_FILTER:-'^B=1 q=8192 causal d128|^B=4 ctx=4096 q=512 d128'}
+sparse_filter=${SPARSE_FILTER:-'^(causal|8 documents|dense) S'}
+decode_filter=${DECODE_FILTER:-'.'}
+bench_flags=${BENCH_FLAGS:-"--repeat 10 --min-time 0.02"}
+
+bins=() names=() failed=0
+for b in "$@"; do
+  bin=$b
+  [[ -d $b ]] && bin=$b/vkattn
+  [[ -x $bin ]] || { echo "compare_builds: no vkattn tool at $b" >&2; exit 2; }
+  bins+=("$bin")
+  names+=("$(basename "$(dirname "$bin")")")
+done
+
+# One line per module: registers, local memory over the driver's 2^36
+# baseline (spills), shared memory as the driver counts it.
+stats() {
+  local name=$1 bin=$2 what=$3
+  shift 3
+  local cache
+  cache=$(mktemp -d)
+  VKATTN_PIPELINE_STATS=1 VKATTN_PIPELINE_CACHE=$cache "$bin" run "$@" --repeat 1 2>&1 |
+    grep -E 'pipeline stats (paged_prefill|block_sparse)' |
+    awk -v name="$name" -v what="$what" '{
+      regs = ""; local = ""; shared = ""
+      for (i = 1; i <= NF; ++i) {
+        if ($i ~ /^Count=/) regs = substr($i, 7)
+        if ($i ~ /^Size=/ && $(i - 1) == "Memory" && $(i - 2) == "Local") local = substr($i, 6) - 68719476736
+        if ($i ~ /^Size=/ && $(i - 1) == "Memory" && $(i - 2) == "Shared") shared = substr($i, 6)
+      }
+      printf "%-12s %-28s %-34s registers %s, local memory %s B, shared %s B\n", name, what, $3 " " $4, regs, local, shared
+    }'
+  rm -rf "$cache"
+}
+
+if [[ ${STATS:-1} != 0 ]]; then
+  echo "== the driver's figures"
+  for i in "${!bins[@]}"; do
+    n=${names[$i]} b=${bins[$i]}
+    stats "$n" "$b" "paged f16" paged-attention --seqs 300:300 --prefill-kernel on
+    stats "$n" "$b" "paged bf16" paged-attention --seqs 300:300 --prefill-kernel on --dtype bf16 --cache-dtype bf16
+    stats "$n" "$b" "paged f16 q, fp8_e4m3 cache" paged-attention --seqs 300:300 --prefill-kernel on --cache-dtype fp8_e4m3
+    stats "$n" "$b" "block-sparse f16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal
+    stats "$n" "$b" "block-sparse bf16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal --dtype bf16
+  done
+fi
+
+for ((r = 1; r <= rounds; ++r)); do
+  for s in $suites; do
+    suite=${s%%:*} dtype=
+    [[ $s == *:* ]] && dtype=${s#*:}
+    flags=()
+    case $dtype in
+      "") ;;
+      bf16) flags=(--dtype bf16 --cache-dtype bf16) ;;
+      *) flags=(--cache-dtype "$dtype") ;;
+    esac
+    case $suite in
+      prefill) filter=$prefill_filter ;;
+      sparse) filter=$sparse_filter ;;
+      decode) filter=$decode_filter ;;
+      *) filter=. ;;
+    esac
+    for i in "${!bins[@]}"; do
+      echo "== round $r, $s, ${names[$i]}"
+      # shellcheck disable=SC2086  # bench_flags is a list of flags
+      "${bins[$i]}" bench "$suite" $bench_flags "${flags[@]}" --filter "$filter" 2>&1 |
+        grep -E '^ceilings| (yes|no) \(|rror|^vkattn' | sed "s/^/${names[$i]}: /"
+      rc=${PIPESTATUS[0]}
+      ((rc == 0)) || { echo "${names[$i]}: bench $suite exited $rc"; failed=1; }
+    done
+  done
+done
+exit $failed
