@@ -81,6 +81,11 @@ struct ContextImpl {
   VkCommandBuffer pending_cmd = VK_NULL_HANDLE;   // submitted, not yet seen complete
   DescriptorArena sync_sets;
   Allocation sync_workspace;                      // grows to the largest synchronous op's need
+  // Whether sync_workspace's arrival counters are known to be zero: set
+  // only once a synchronous split run completed without a report (split runs
+  // leave them zero); a call that threw before its submission, or whose
+  // kernels reported, leaves it false, and the next call clears them again.
+  bool sync_workspace_zeroed = false;
   // The command buffer a synchronous op is recording into, so that its
   // dispatches take the synchronous status slot and descriptor arena.
   std::atomic<VkCommandBuffer> sync_cmd{VK_NULL_HANDLE};

@@ -1,8 +1,15 @@
 // Inputs the hostile-input generators found mishandled (test_hostile_inputs.cpp,
 // test_hostile_cache_inputs.cpp), kept as named cases: each failed before
 // its fix, as its comment says.
-#include <limits>
+#include <vkattn_ref/number_formats.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "device_batch.hpp"
 #include "vk_test.hpp"
 
 namespace vkattn::test {
@@ -233,6 +240,152 @@ TEST_F(HostileRegressions, ViewsOverTheCachesMemoryAreRefused) {
   a.batch.block_table = TensorView::contiguous(mem, DType::i32, {1, 1}, 8 * block + 544);
   a.params.scale = 0.25f;
   EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), "paged_attention: out (bytes 64 to 96) overlaps the cache's K chunk 0");
+}
+
+// Two decode sequences (1000 and 700 keys) over a random f16 cache, 2 q
+// heads on 1 kv head of 16 dims: a batch a split plan takes in segments.
+struct SplitDecode {
+  static constexpr uint32_t kBlocks = 1 + 63 + 44;   // block 0 unused
+  KvCacheConfig cfg{.num_blocks = kBlocks, .block_size = 16, .num_kv_heads = 1, .head_size = 16};
+  PagedKvCache cache;
+  DeviceBatch batch;
+  Buffer q, out;
+
+  static std::vector<int32_t> table() {
+    std::vector<int32_t> t(2 * 63, 0);
+    for (int b = 0; b < 63; ++b) t[b] = 1 + b;
+    for (int b = 0; b < 44; ++b) t[63 + b] = 64 + b;
+    return t;
+  }
+  explicit SplitDecode(Context& ctx)
+      : cache(ctx, cfg), batch(ctx, {0, 1, 2}, {1000, 700}, table(), 63), q(ctx, 2 * 2 * 16 * 2),
+        out(ctx, 2 * 2 * 16 * 4, MemoryKind::host_visible) {
+    uint64_t x = 12345;
+    auto next = [&] {   // values in [-1, 1] as f16
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      return ref::f16_from_double(double(x >> 11) / double(1ull << 53) * 2 - 1);
+    };
+    for (KvPart part : {KvPart::key, KvPart::value}) {
+      std::vector<uint16_t> bits(size_t(kBlocks) * 16 * 16);
+      for (auto& b : bits) b = next();
+      cache.write_blocks(part, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bits.data()), bits.size() * 2));
+    }
+    std::vector<uint16_t> qbits(2 * 2 * 16);
+    for (auto& b : qbits) b = next();
+    q.upload(qbits.data(), qbits.size() * 2);
+  }
+  PagedAttentionArgs args() const {
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(q, DType::f16, {2, 2, 16});
+    a.out = TensorView::contiguous(out, DType::f32, {2, 2, 16});
+    a.batch = batch.view();
+    a.params.scale = 0.25f;
+    return a;
+  }
+  std::vector<float> result() const {
+    std::vector<float> v(2 * 2 * 16);
+    std::memcpy(v.data(), out.mapped(), v.size() * 4);
+    return v;
+  }
+  void poison() { std::fill_n(static_cast<float*>(out.mapped()), 2 * 2 * 16, std::numeric_limits<float>::quiet_NaN()); }
+};
+
+float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::isfinite(a[i]) && std::isfinite(b[i]) ? std::max(d, std::abs(a[i] - b[i])) : INFINITY;
+  return d;
+}
+
+// A synchronous split call allocates the Context's workspace and records the
+// fill that zeroes its arrival counters into its own command buffer. When the
+// call then threw (a bad view), that command buffer was never submitted, but
+// the next call took the workspace as cleared: in memory whose words held 1
+// (reused from buffers freed before), each item merged with 3 of its 4
+// segments (max error 0.05 on lavapipe) and the count stayed, every later
+// call wrong too.
+TEST_F(HostileRegressions, ASynchronousSplitCallAfterOneThatThrewClearsTheCountersAgain) {
+  SplitDecode c(ctx());
+  PagedAttentionPlanOptions o;
+  o.split = SplitKv::on;
+  o.num_segments = 4;
+  PagedAttentionPlan plan(ctx(), c.cfg, 2, DType::f16, c.batch.lengths(), o);
+  ASSERT_TRUE(plan.split());
+  // The expected output: a recorded run on a cleared workspace of its own.
+  Buffer ws(ctx(), plan.workspace_bytes());
+  ws.fill(0u);
+  ctx().submit_and_wait([&](VkCommandBuffer cmd) {
+    PagedAttentionArgs a = c.args();
+    a.workspace = TensorView::contiguous(ws, DType::f32, {int64_t(plan.workspace_bytes() / 4)});
+    paged_attention(ctx(), plan, c.cache, a, cmd);
+  });
+  const std::vector<float> expected = c.result();
+  // Memory of the workspace's size whose words hold 1, freed for the
+  // Context's own workspace to reuse.
+  for (int i = 0; i < 5; ++i) {
+    Buffer junk(ctx(), plan.workspace_bytes());
+    junk.fill(1u);
+  }
+  PagedAttentionArgs bad = c.args();
+  bad.q.shape[0] += 1;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, c.cache, bad), "q has shape");
+  for (int run = 0; run < 2; ++run) {
+    c.poison();
+    paged_attention(ctx(), plan, c.cache, c.args());
+    EXPECT_LE(max_difference(c.result(), expected), 1e-6f) << "synchronous run " << run << " after the call that threw";
+  }
+}
+
+// The Context's workspace only grows, and was bound whole: one synchronous
+// split call whose plan needed more than the device binds at once
+// (maxStorageBufferRange; 128 MiB on lavapipe) failed, and so did every later
+// split call on that Context, whatever its plan needed. Plans now keep their
+// workspace within the range (an explicit split that cannot is refused when
+// planned), and a call binds only its plan's bytes.
+TEST_F(HostileRegressions, SplitPlansKeepTheirWorkspaceWithinWhatTheDeviceBinds) {
+  const uint64_t range = ctx().capabilities().max_storage_buffer_range;
+  if (range >= (1ull << 31)) GTEST_SKIP() << "the device binds the kernels' whole 2 GiB at once";
+  // 256 segments of 2 q heads x 16 dims: (16 + 2) floats each per token and
+  // segment, so enough tokens pass the range.
+  const uint32_t seqs = uint32_t(range / (256ull * 2 * 18 * 4)) + 64;
+  std::vector<int32_t> qsl(seqs + 1), lens(seqs, 20);
+  for (uint32_t i = 0; i <= seqs; ++i) qsl[i] = int32_t(i);
+  const KvCacheConfig cfg{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 16};
+  PagedAttentionPlanOptions o;
+  o.split = SplitKv::on;
+  o.num_segments = 256;
+  o.workspace_bytes = 1ull << 31;
+  EXPECT_VKATTN_ERROR(PagedAttentionPlan(ctx(), cfg, 2, DType::f16, PagedAttentionLengths{qsl, lens}, o),
+                      "256 segments need", "bytes the device binds at once, maxStorageBufferRange");
+  o.num_segments = 8;
+  const PagedAttentionPlan fits(ctx(), cfg, 2, DType::f16, PagedAttentionLengths{qsl, lens}, o);
+  EXPECT_LE(fits.workspace_bytes(), range);
+}
+
+// A moved-from plan's accessors, copies, prepare and runs dereferenced its
+// null data (SIGSEGV), where a moved-from Context or cache throws.
+TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
+  const std::vector<int32_t> qsl{0, 1}, lens{8};
+  PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  PagedAttentionPlan moved = std::move(plan);
+  EXPECT_EQ(moved.num_tokens(), 1u);
+  const char* what = "this PagedAttentionPlan was moved from";
+  EXPECT_VKATTN_ERROR((void)plan.num_tokens(), what);
+  EXPECT_VKATTN_ERROR((void)plan.split(), what);
+  EXPECT_VKATTN_ERROR((void)plan.workspace_bytes(), what);
+  EXPECT_VKATTN_ERROR((void)PagedAttentionPlan(plan), what);
+  EXPECT_VKATTN_ERROR(plan.prepare(ctx(), {}), what);
+  PagedKvCache cache(ctx(), cfg_);
+  Buffer mem(ctx(), 4096);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(mem, DType::f16, {1, 1, 16});
+  a.out = TensorView::contiguous(mem, DType::f16, {1, 1, 16}, 1024);
+  a.batch.query_start_loc = TensorView::contiguous(mem, DType::i32, {2}, 2048);
+  a.batch.seq_lens = TensorView::contiguous(mem, DType::i32, {1}, 2064);
+  a.batch.block_table = TensorView::contiguous(mem, DType::i32, {1, 1}, 2080);
+  a.params.scale = 0.25f;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), what);
+  plan = moved;   // assigning makes it a plan again
+  EXPECT_EQ(plan.num_tokens(), 1u);
 }
 
 }  // namespace

@@ -115,7 +115,10 @@ struct PagedAttentionBatchView {
 
 // One layer's values, given at run time.
 struct PagedAttentionParams {
-  float scale = 0;                          // softmax scale, > 0 (usually 1 / sqrt(head_size))
+  float scale = 0;                          // softmax scale, > 0 (usually 1 / sqrt(head_size)); the
+                                            // kernels take q * scale and the logits in f32, so a
+                                            // scale with which those overflow (3e38 with |q| near 1)
+                                            // gives NaN rows
   int32_t sliding_window = 0;               // 0: none
   float softcap = 0;                        // 0: none
   float out_scale = 1.0f;                   // fp8 output: stored = out / out_scale (saturating)
@@ -144,8 +147,13 @@ struct PagedAttentionArgs {
   // merges the segments (no reduce dispatch): they must be zero before the
   // workspace's first split run (e.g. vkCmdFillBuffer or Buffer::fill(0) once
   // after allocating it), and split runs leave them zero; nothing else may
-  // write them. A run that finds one that is not reports it (vkattn::Error
-  // from check_device_status) rather than merge. The rest is overwritten by
+  // write them. A run that finds a count of num_segments or more reports it
+  // (vkattn::Error from check_device_status) rather than merge; a smaller
+  // stale count cannot be told from the run's own arrivals: its item merges
+  // too early (wrong results) and the count stays for later runs. So clear
+  // them again after anything that may have left them otherwise (a
+  // submission that did not complete, a run that reported, memory another
+  // use wrote). The synchronous form does that for its own. The rest is overwritten by
   // every split run. Runs recorded one after another on a queue may share one
   // (a split run starts with a barrier for that); runs that may overlap need
   // their own. The synchronous form uses the Context's own when this is empty.
@@ -194,7 +202,8 @@ class PagedAttentionPlan {
   uint32_t prefill_min_rows() const;  // 0 without
   Path path() const;              // the kernel path it runs on (f16 and bf16 mixed, or bf16 on a device
                                   // without bf16 matrices, run the scalar one)
-  const detail::PagedAttentionPlanData& data() const { return *data_; }
+  // (Throws vkattn::Error on a plan moved from, as every member does.)
+  const detail::PagedAttentionPlanData& data() const;
 
  private:
   friend class PrefixPrefillPlan;   // a paged-attention plan of its own kind (prefix_prefill.hpp)

@@ -56,6 +56,7 @@ ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   d.bf16 = q_dtype == DType::bf16;
   d.prefill_kernel = path != Path::scalar && caps.subgroup_size == 32;
   d.prefill_shared_softmax = prefill_kernel_path(path, caps.coopmat_register_order) != Path::coopmat2;
+  d.max_binding_bytes = caps.max_storage_buffer_range;
   return d;
 }
 
@@ -302,29 +303,33 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
 }
 
 PagedAttentionPlan::~PagedAttentionPlan() = default;
-PagedAttentionPlan::PagedAttentionPlan(const PagedAttentionPlan& o) : data_(std::make_unique<PagedAttentionPlanData>(*o.data_)) {}
+const PagedAttentionPlanData& PagedAttentionPlan::data() const {
+  if (!data_) throw Error("this PagedAttentionPlan was moved from: use the plan it was moved to");
+  return *data_;
+}
+PagedAttentionPlan::PagedAttentionPlan(const PagedAttentionPlan& o) : data_(std::make_unique<PagedAttentionPlanData>(o.data())) {}
 PagedAttentionPlan& PagedAttentionPlan::operator=(const PagedAttentionPlan& o) {
-  if (this != &o) data_ = std::make_unique<PagedAttentionPlanData>(*o.data_);
+  if (this != &o) data_ = std::make_unique<PagedAttentionPlanData>(o.data());
   return *this;
 }
 PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&&) noexcept = default;
 PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&&) noexcept = default;
-uint32_t PagedAttentionPlan::num_tokens() const { return data_->num_tokens; }
-uint32_t PagedAttentionPlan::num_seqs() const { return data_->num_seqs; }
-uint32_t PagedAttentionPlan::max_query_len() const { return data_->max_query_len; }
-uint32_t PagedAttentionPlan::num_q_heads() const { return data_->num_q_heads; }
-uint32_t PagedAttentionPlan::head_size() const { return data_->cache.head_size; }
-bool PagedAttentionPlan::split() const { return data_->schedule.split; }
-uint32_t PagedAttentionPlan::num_segments() const { return data_->schedule.num_segments; }
-uint64_t PagedAttentionPlan::workspace_bytes() const { return data_->schedule.workspace_bytes; }
-uint64_t PagedAttentionPlan::num_workgroups() const { return data_->schedule.num_workgroups + data_->schedule.prefill.num_workgroups; }
-bool PagedAttentionPlan::routes_prefill() const { return data_->schedule.prefill.on; }
-uint32_t PagedAttentionPlan::prefill_min_rows() const { return data_->schedule.prefill.min_rows; }
-uint32_t PagedAttentionPlan::workgroup_size() const { return data_->schedule.workgroup; }
-Path PagedAttentionPlan::path() const { return data_->path; }
+uint32_t PagedAttentionPlan::num_tokens() const { return data().num_tokens; }
+uint32_t PagedAttentionPlan::num_seqs() const { return data().num_seqs; }
+uint32_t PagedAttentionPlan::max_query_len() const { return data().max_query_len; }
+uint32_t PagedAttentionPlan::num_q_heads() const { return data().num_q_heads; }
+uint32_t PagedAttentionPlan::head_size() const { return data().cache.head_size; }
+bool PagedAttentionPlan::split() const { return data().schedule.split; }
+uint32_t PagedAttentionPlan::num_segments() const { return data().schedule.num_segments; }
+uint64_t PagedAttentionPlan::workspace_bytes() const { return data().schedule.workspace_bytes; }
+uint64_t PagedAttentionPlan::num_workgroups() const { return data().schedule.num_workgroups + data().schedule.prefill.num_workgroups; }
+bool PagedAttentionPlan::routes_prefill() const { return data().schedule.prefill.on; }
+uint32_t PagedAttentionPlan::prefill_min_rows() const { return data().schedule.prefill.min_rows; }
+uint32_t PagedAttentionPlan::workgroup_size() const { return data().schedule.workgroup; }
+Path PagedAttentionPlan::path() const { return data().path; }
 
 void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {
-  const auto& p = *data_;
+  const auto& p = data();
   auto& impl = ctx.impl();
   if (p.context_id != impl.id) fail("the plan was made for another Context");
   for (const auto& v : variants) check_variant(v);   // before any pipeline is compiled
@@ -643,21 +648,38 @@ void paged_attention(Context& ctx, const PagedAttentionPlan& plan, const PagedKv
 void detail::run_paged_attention_now(Context& ctx, const PagedAttentionPlan& plan, const PagedAttentionArgs& args,
                                      const std::function<void(const PagedAttentionArgs&, VkCommandBuffer)>& record) {
   auto& impl = ctx.impl();
-  ctx.submit_and_wait([&](VkCommandBuffer cmd) {
-    if (!plan.split() || args.workspace || plan.workspace_bytes() == 0) return record(args, cmd);
-    // The Context's own workspace (under the submit lock), grown as needed.
-    if (impl.sync_workspace.size < plan.workspace_bytes()) {
-      release(impl, impl.sync_workspace);
-      impl.sync_workspace = allocate(impl, plan.workspace_bytes(), MemoryKind::device_local, "paged_attention workspace");
-      // Its arrival counters start at 0 (abi/paged_attention.h); split runs leave them so.
-      impl.vk.vkCmdFillBuffer(cmd, impl.sync_workspace.buffer, 0, kPagedAttentionWorkspaceCounterBytes, 0u);
-      transfer_to_compute_barrier(impl, cmd);
-    }
-    PagedAttentionArgs a = args;
-    a.workspace = TensorView::contiguous({impl.sync_workspace.buffer, impl.sync_workspace.size, impl.id}, DType::f32,
-                                         {int64_t(impl.sync_workspace.size / 4)});
-    record(a, cmd);
-  });
+  const bool own = plan.split() && !args.workspace && plan.workspace_bytes() > 0;
+  const uint64_t bytes = plan.workspace_bytes();
+  submit_and_wait(
+      impl,
+      [&](VkCommandBuffer cmd) {
+        if (!own) return record(args, cmd);
+        // The Context's own workspace (under the submit lock), grown as needed.
+        if (impl.sync_workspace.size < bytes) {
+          release(impl, impl.sync_workspace);
+          impl.sync_workspace_zeroed = false;
+          impl.sync_workspace = allocate(impl, bytes, MemoryKind::device_local, "paged_attention workspace");
+        }
+        // Its arrival counters must be 0 (abi/paged_attention.h). They are
+        // counted as such only once a run completes without a report (the
+        // check below): a call that throws before its submission leaves
+        // this fill unrun, and a reported run may leave a count behind.
+        if (!impl.sync_workspace_zeroed) {
+          impl.vk.vkCmdFillBuffer(cmd, impl.sync_workspace.buffer, 0, kPagedAttentionWorkspaceCounterBytes, 0u);
+          transfer_to_compute_barrier(impl, cmd);
+        }
+        impl.sync_workspace_zeroed = false;
+        // The plan's bytes, not the whole buffer: an earlier plan's larger
+        // need must not make this one's view larger than the device binds.
+        PagedAttentionArgs a = args;
+        a.workspace = TensorView::contiguous({impl.sync_workspace.buffer, impl.sync_workspace.size, impl.id}, DType::f32,
+                                             {int64_t(bytes / 4)});
+        record(a, cmd);
+      },
+      [&] {
+        throw_status(impl, StatusSlot::synchronous);
+        if (own) impl.sync_workspace_zeroed = true;
+      });
 }
 
 }  // namespace vkattn

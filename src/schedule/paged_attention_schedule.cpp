@@ -17,6 +17,12 @@ namespace {
 // Partial results are indexed with 32-bit arithmetic in the kernels.
 constexpr uint64_t kMaxWorkspaceBytes = 1ull << 31;
 
+// What a plan's workspace may take: the options' budget, within the kernels'
+// 2 GiB and the view the device binds at once.
+uint64_t workspace_capacity(const ScheduleDevice& dev, const ScheduleProblem& p) {
+  return std::min({p.workspace_bytes, kMaxWorkspaceBytes, dev.max_binding_bytes});
+}
+
 }  // namespace
 
 ItemKeys::ItemKeys(const std::vector<int64_t>& keys) {
@@ -288,7 +294,7 @@ Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const T
   if (segments > kMaxRoutingSegments || longest / int64_t(segments) < kMinRoutingSegmentKeys ||
       decode_items >= kMaxRoutingDecodeItemsPerSm * sms ||
       split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, static_cast<uint32_t>(segments)) >
-          std::min(p.workspace_bytes, kMaxWorkspaceBytes))
+          workspace_capacity(dev, p))
     return {};
   return {pre.bm, static_cast<uint32_t>(segments)};
 }
@@ -379,12 +385,16 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   segments = std::clamp<uint64_t>(segments, 1, 256);
   const uint64_t per_segment = partial_result_bytes(p.num_tokens, p.num_q_heads, p.head_size, 1);
   const uint64_t counters = split_workspace_bytes(p.num_tokens, p.num_q_heads, p.head_size, 0);   // the arrival counters alone
-  const uint64_t capacity = std::min(p.workspace_bytes, kMaxWorkspaceBytes);
+  const uint64_t capacity = workspace_capacity(dev, p);
   if ((segments > 1 || p.split == SplitKv::on) && counters + per_segment * segments > capacity) {
     if (p.split == SplitKv::on)
       fail(std::to_string(segments) + " segments need " + std::to_string(counters + per_segment * segments) +
            " bytes of arrival counters and partial results, more than the workspace's " + std::to_string(capacity) +
-           " (PagedAttentionPlanOptions::workspace_bytes, at most the kernels' 2 GiB); use fewer segments or a larger workspace");
+           " (PagedAttentionPlanOptions::workspace_bytes, at most the kernels' 2 GiB" +
+           (dev.max_binding_bytes < kMaxWorkspaceBytes
+                ? " and the " + std::to_string(dev.max_binding_bytes) + " bytes the device binds at once, maxStorageBufferRange"
+                : std::string()) +
+           "); use fewer segments or a larger workspace");
     segments = capacity > counters ? std::max<uint64_t>(1, (capacity - counters) / std::max<uint64_t>(per_segment, 1)) : 1;
   }
   s.num_segments = static_cast<uint32_t>(segments);

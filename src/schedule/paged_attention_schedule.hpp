@@ -24,6 +24,9 @@ struct ScheduleDevice {
   // whether its softmax goes through shared memory (the KHR path).
   bool prefill_kernel = false;
   bool prefill_shared_softmax = true;
+  // The largest view the device binds (maxStorageBufferRange): a split
+  // run binds its workspace whole, so a plan's workspace stays within it.
+  uint64_t max_binding_bytes = UINT64_MAX;
 };
 
 // The path of paged_prefill.comp's module for an op on `path`: the coopmat2
