@@ -368,7 +368,7 @@ TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
   PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
   PagedAttentionPlan moved = std::move(plan);
   EXPECT_EQ(moved.num_tokens(), 1u);
-  const char* what = "this PagedAttentionPlan was moved from";
+  const char* what = "this plan was moved from";
   EXPECT_VKATTN_ERROR((void)plan.num_tokens(), what);
   EXPECT_VKATTN_ERROR((void)plan.split(), what);
   EXPECT_VKATTN_ERROR((void)plan.workspace_bytes(), what);
@@ -386,6 +386,12 @@ TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
   EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), what);
   plan = moved;   // assigning makes it a plan again
   EXPECT_EQ(plan.num_tokens(), 1u);
+  // A prefix-prefill plan holds one.
+  PrefixPrefillPlan prefix(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
+  PrefixPrefillPlan prefix_moved = std::move(prefix);
+  EXPECT_EQ(prefix_moved.num_tokens(), 1u);
+  EXPECT_VKATTN_ERROR((void)prefix.workspace_bytes(), what);
+  EXPECT_VKATTN_ERROR(prefix.prepare(ctx(), {}), what);
 }
 
 }  // namespace

@@ -304,7 +304,7 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
 
 PagedAttentionPlan::~PagedAttentionPlan() = default;
 const PagedAttentionPlanData& PagedAttentionPlan::data() const {
-  if (!data_) throw Error("this PagedAttentionPlan was moved from: use the plan it was moved to");
+  if (!data_) throw Error("this plan was moved from (a PagedAttentionPlan, or the PrefixPrefillPlan that holds one): use the plan it was moved to");
   return *data_;
 }
 PagedAttentionPlan::PagedAttentionPlan(const PagedAttentionPlan& o) : data_(std::make_unique<PagedAttentionPlanData>(o.data())) {}
