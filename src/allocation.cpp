@@ -101,6 +101,19 @@ Allocation allocate(ContextImpl& impl, VkDeviceSize size, MemoryKind kind, std::
 }
 
 void release(const ContextImpl& impl, Allocation& a) noexcept {
+  if (!a.buffer && !a.memory) return;
+  if (impl.lost.load(std::memory_order_acquire) && !impl.destroying) {
+    // A timed-out submission may still read or write it: freed by the
+    // Context's destructor once it has waited (leaked if even the list
+    // cannot grow, rather than freed under the GPU).
+    try {
+      std::lock_guard lock(impl.deferred_mutex);
+      impl.deferred.push_back(a);
+    } catch (...) {
+    }
+    a = Allocation{};
+    return;
+  }
   if (a.buffer) impl.vk.vkDestroyBuffer(impl.device, a.buffer, nullptr);
   if (a.memory) impl.vk.vkFreeMemory(impl.device, a.memory, nullptr);   // unmaps too
   a = Allocation{};

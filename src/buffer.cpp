@@ -118,7 +118,8 @@ void Buffer::download(void* data, VkDeviceSize bytes, VkDeviceSize offset) const
 }
 
 void Buffer::fill(uint32_t word, VkDeviceSize offset, VkDeviceSize bytes) {
-  if (bytes == VK_WHOLE_SIZE) bytes = size_ - std::min(offset, size_);
+  // VK_WHOLE_SIZE: the rest of the buffer in whole words, as vkCmdFillBuffer takes it.
+  if (bytes == VK_WHOLE_SIZE) bytes = (size_ - std::min(offset, size_)) / 4 * 4;
   check_range("fill", offset, bytes, size_);
   if (offset % 4 || bytes % 4) throw Error("Buffer::fill: offset and size must be multiples of 4 (got " + std::to_string(offset) + ", " + std::to_string(bytes) + ")");
   if (bytes == 0) return;

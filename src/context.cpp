@@ -189,6 +189,60 @@ void DeviceFeatureChain::copy_enabled(const VkPhysicalDeviceFeatures2& chain) {
       case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR: copy(coopmat, s); break;
       case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV: copy(coopmat2, s); break;
       case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR: copy(bf16, s); break;
+      // The structs of the features Vulkan 1.1-1.3 promoted, which a device
+      // may be created with instead of the VulkanNNFeatures ones (not both:
+      // the spec forbids it), each read into the VulkanNNFeatures fields.
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDevice16BitStorageFeatures*>(s);
+        v11.storageBuffer16BitAccess |= f->storageBuffer16BitAccess;
+        v11.uniformAndStorageBuffer16BitAccess |= f->uniformAndStorageBuffer16BitAccess;
+        v11.storagePushConstant16 |= f->storagePushConstant16;
+        v11.storageInputOutput16 |= f->storageInputOutput16;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDevice8BitStorageFeatures*>(s);
+        v12.storageBuffer8BitAccess |= f->storageBuffer8BitAccess;
+        v12.uniformAndStorageBuffer8BitAccess |= f->uniformAndStorageBuffer8BitAccess;
+        v12.storagePushConstant8 |= f->storagePushConstant8;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(s);
+        v12.shaderFloat16 |= f->shaderFloat16;
+        v12.shaderInt8 |= f->shaderInt8;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDeviceBufferDeviceAddressFeatures*>(s);
+        v12.bufferDeviceAddress |= f->bufferDeviceAddress;
+        v12.bufferDeviceAddressCaptureReplay |= f->bufferDeviceAddressCaptureReplay;
+        v12.bufferDeviceAddressMultiDevice |= f->bufferDeviceAddressMultiDevice;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(s);
+        v12.vulkanMemoryModel |= f->vulkanMemoryModel;
+        v12.vulkanMemoryModelDeviceScope |= f->vulkanMemoryModelDeviceScope;
+        v12.vulkanMemoryModelAvailabilityVisibilityChains |= f->vulkanMemoryModelAvailabilityVisibilityChains;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SCALAR_BLOCK_LAYOUT_FEATURES:
+        v12.scalarBlockLayout |= reinterpret_cast<const VkPhysicalDeviceScalarBlockLayoutFeatures*>(s)->scalarBlockLayout;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES:
+        v12.shaderSubgroupExtendedTypes |=
+            reinterpret_cast<const VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures*>(s)->shaderSubgroupExtendedTypes;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES: {
+        const auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeatures*>(s);
+        v13.subgroupSizeControl |= f->subgroupSizeControl;
+        v13.computeFullSubgroups |= f->computeFullSubgroups;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES:
+        v13.maintenance4 |= reinterpret_cast<const VkPhysicalDeviceMaintenance4Features*>(s)->maintenance4;
+        break;
       default: break;
     }
   }
@@ -234,6 +288,8 @@ ContextImpl::~ContextImpl() {
   // into VK_ERROR_DEVICE_LOST, after which objects may be destroyed.
   if (owns_device) vk.vkDeviceWaitIdle(device);
   else if (pending_cmd) vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+  destroying = true;
+  for (auto& a : deferred) release(*this, a);   // kept while a timed-out submission might use them
   if (pipelines) pipelines->save_file();
   pipelines.reset();
   release(*this, status);
@@ -430,10 +486,27 @@ Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
       throw Error("Context::adopt: the device was created without features the kernels need: " + missing +
                   " (enable them in vkCreateDevice)");
   }
+  // The queue family: the Context's command pool is made for it, and with a
+  // queue its synchronous calls submit compute work there.
+  uint32_t families = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(info.physical_device, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> family(families);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(info.physical_device, &families, family.data());
+  if (info.queue_family >= families)
+    throw Error("Context::adopt: queue_family = " + std::to_string(info.queue_family) + " is not a queue family of the device (it has " +
+                std::to_string(families) + ")");
+  if (info.queue && !(family[info.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+    throw Error("Context::adopt: queue_family = " + std::to_string(info.queue_family) +
+                " has no compute queues (VK_QUEUE_COMPUTE_BIT): give the family of a queue that runs compute work");
   impl.queue = info.queue;
   impl.queue_family = info.queue_family;
   impl.device_extensions = info.enabled_device_extensions;
   vk.load_device(info.device);
+  // An extension listed but not enabled in vkCreateDevice has no entry
+  // points: its first use would call a null one (it crashed).
+  if (contains(impl.device_extensions, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !vk.vkCmdPushDescriptorSetKHR)
+    throw Error(std::string("Context::adopt: enabled_device_extensions lists ") + VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME +
+                ", but the device gives no vkCmdPushDescriptorSetKHR: list only the extensions vkCreateDevice enabled");
   impl.device = info.device;   // set last: ~ContextImpl touches the device only once it is complete
   finish_setup(impl);
   return ctx;

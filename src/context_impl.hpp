@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allocation.hpp"
@@ -76,6 +77,7 @@ struct ContextImpl {
 
   // Synchronous submissions: one at a time, under submit_mutex.
   std::mutex submit_mutex;
+  std::atomic<std::thread::id> submit_owner{};    // the thread holding submit_mutex, if any
   VkCommandPool command_pool = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   VkCommandBuffer pending_cmd = VK_NULL_HANDLE;   // submitted, not yet seen complete
@@ -93,6 +95,12 @@ struct ContextImpl {
   // Set when a submission timed out: the context refuses all further work.
   std::atomic<bool> lost{false};
   std::string lost_reason;                        // written once, before `lost`
+  // Once `lost`, the timed-out submission may still use any memory, so
+  // release() keeps allocations here, and the destructor frees them after
+  // waiting for it (staging freed while a copy ran crashed lavapipe).
+  mutable std::mutex deferred_mutex;
+  mutable std::vector<Allocation> deferred;
+  bool destroying = false;                        // set by the destructor once it has waited
 
   // Descriptor sets of ops recorded into the caller's command buffers.
   std::mutex recorded_sets_mutex;

@@ -14,7 +14,20 @@ namespace detail {
 
 void submit_and_wait(ContextImpl& impl, const std::function<void(VkCommandBuffer)>& record,
                      const std::function<void()>& check) {
+  if (!record) throw Error("Context::submit_and_wait: the record function is empty");
+  // A synchronous call made from inside a record function would wait on the
+  // lock its own thread holds (it hung): refused, as the recorded form is
+  // what belongs there.
+  if (impl.submit_owner.load() == std::this_thread::get_id())
+    throw Error("a synchronous call (Buffer::upload/download/fill, a cache's read/write_blocks, an op's synchronous "
+                "form, submit_and_wait) was made inside a Context::submit_and_wait record function: record ops "
+                "into the command buffer it gives (their recorded forms) instead");
   std::lock_guard lock(impl.submit_mutex);
+  impl.submit_owner.store(std::this_thread::get_id());
+  struct Owner {
+    ContextImpl& impl;
+    ~Owner() { impl.submit_owner.store(std::thread::id{}); }
+  } owner{impl};
   impl.check_usable("a synchronous call");
   if (!impl.queue)
     throw Error("a synchronous call needs a queue, but this Context was adopted without one (AdoptInfo::queue): "

@@ -1,6 +1,8 @@
 #include <vkattn/error.hpp>
 #include <vkattn/tensor.hpp>
 
+#include <string>
+
 namespace vkattn {
 
 TensorView TensorView::contiguous(BufferRef buffer, DType dtype, std::vector<int64_t> shape, VkDeviceSize offset) {
@@ -19,7 +21,12 @@ int64_t TensorView::numel() const {
 }
 
 int64_t TensorView::stride(std::size_t dim) const {
-  if (!strides.empty()) return strides.at(dim);
+  if (dim >= shape.size())
+    throw Error("TensorView::stride(" + std::to_string(dim) + "): the view has " + std::to_string(shape.size()) + " dimensions");
+  if (!strides.empty() && strides.size() != shape.size())
+    throw Error("TensorView: strides has " + std::to_string(strides.size()) + " entries for the " + std::to_string(shape.size()) +
+                " dimensions of shape " + shape_string() + " (expected one per dimension, or none for a contiguous view)");
+  if (!strides.empty()) return strides[dim];
   int64_t s = 1;
   for (std::size_t i = dim + 1; i < shape.size(); ++i) s *= shape[i];
   return s;

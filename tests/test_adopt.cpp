@@ -52,5 +52,68 @@ TEST_F(Adopt, OptionalFeaturesCountOnlyWhenEnabled) {
   EXPECT_EQ(full.capabilities().subgroup_size_control, ctx().capabilities().subgroup_size_control);
 }
 
+// A device may be created with the promoted features' own structs instead of
+// VkPhysicalDeviceVulkan11/12/13Features. Adopt read only the latter, and
+// refused such a device as lacking features it had.
+TEST_F(Adopt, FeaturesEnabledThroughTheirOwnStructsCount) {
+  ScopedUnsetEnv no_forced_path("VKATTN_PATH");
+  VkPhysicalDeviceMaintenance4Features m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, &m4};
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, &ssc};
+  VkPhysicalDeviceBufferDeviceAddressFeatures bda{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, &mm};
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, &bda};
+  VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, &f16i8};
+  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, &s8};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &s16};
+  // What the device offers, as these structs report it (the fixture's device
+  // was made with everything it supports).
+  ctx().impl().vk.vkGetPhysicalDeviceFeatures2(ctx().physical_device(), &features);
+  Context adopted = Context::adopt(info(&features));
+  EXPECT_EQ(adopted.capabilities().subgroup_size_control, ctx().capabilities().subgroup_size_control);
+  EXPECT_EQ(adopted.capabilities().buffer_device_address, ctx().capabilities().buffer_device_address);
+}
+
+// A queue family the device does not have was taken as given: the command
+// pool was made for it (VUID-vkCreateCommandPool-queueFamilyIndex-01937) and
+// every synchronous call submitted from it.
+TEST_F(Adopt, AQueueFamilyTheDeviceDoesNotHaveIsRefused) {
+  AdoptInfo a = info(nullptr);
+  a.queue_family = 1000;
+  EXPECT_VKATTN_ERROR(Context::adopt(a), "queue_family = 1000 is not a queue family of the device");
+  a.queue = VK_NULL_HANDLE;   // without a queue too: the command pool is still made for it
+  EXPECT_VKATTN_ERROR(Context::adopt(a), "queue_family = 1000");
+}
+
+// An extension listed in AdoptInfo but not enabled in vkCreateDevice has no
+// entry points: the first op called a null vkCmdPushDescriptorSetKHR
+// (SIGSEGV).
+TEST_F(Adopt, AnExtensionListedButNotEnabledIsRefused) {
+  ScopedUnsetEnv no_forced_path("VKATTN_PATH");
+  const auto& vk = ctx().impl().vk;
+  // A second device on the fixture's GPU with the required features and no extensions.
+  detail::DeviceFeatureChain all;
+  all.link(false, false, false, false);
+  vk.vkGetPhysicalDeviceFeatures2(ctx().physical_device(), &all.core);
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = ctx().queue_family();
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &all.core;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  VkDevice device = VK_NULL_HANDLE;
+  ASSERT_EQ(vk.vkCreateDevice(ctx().physical_device(), &dci, nullptr, &device), VK_SUCCESS);
+  AdoptInfo a = info(&all.core);
+  a.device = device;
+  a.queue = VK_NULL_HANDLE;
+  a.enabled_device_extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  EXPECT_VKATTN_ERROR(Context::adopt(a), "lists VK_KHR_push_descriptor", "vkCreateDevice enabled");
+  a.enabled_device_extensions.clear();
+  { Context fine = Context::adopt(a); }
+  vk.vkDestroyDevice(device, nullptr);
+}
+
 }  // namespace
 }  // namespace vkattn::test

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -392,6 +393,46 @@ TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
   EXPECT_EQ(prefix_moved.num_tokens(), 1u);
   EXPECT_VKATTN_ERROR((void)prefix.workspace_bytes(), what);
   EXPECT_VKATTN_ERROR(prefix.prepare(ctx(), {}), what);
+}
+
+// A synchronous call inside a submit_and_wait record function locked the
+// submission mutex its own thread held: it hung (undefined behaviour).
+TEST_F(HostileRegressions, ASynchronousCallInsideARecordFunctionIsRefused) {
+  Buffer b(ctx(), 64);
+  const char* what = "inside a Context::submit_and_wait record function";
+  ctx().submit_and_wait([&](VkCommandBuffer) {
+    EXPECT_VKATTN_ERROR(ctx().submit_and_wait([](VkCommandBuffer) {}), what);
+    EXPECT_VKATTN_ERROR(b.fill(0u), what);
+  });
+  b.fill(0u);   // and the Context is fine after it
+  // An empty record function threw std::bad_function_call.
+  EXPECT_VKATTN_ERROR(ctx().submit_and_wait(std::function<void(VkCommandBuffer)>{}), "the record function is empty");
+}
+
+// Buffer::fill's default size (the rest of the buffer) of a buffer whose size
+// is not a multiple of 4 was refused with a size the caller never gave
+// ("got 0, 6"); it fills the whole words, as vkCmdFillBuffer's VK_WHOLE_SIZE.
+TEST_F(HostileRegressions, FillingTheRestOfABufferFillsItsWholeWords) {
+  Buffer b(ctx(), 6, MemoryKind::host_visible);
+  std::memset(b.mapped(), 0xAB, 6);
+  b.fill(0u);
+  const auto* bytes = static_cast<const uint8_t*>(b.mapped());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(bytes[i], 0u) << i;
+  EXPECT_EQ(bytes[4], 0xABu);
+  EXPECT_EQ(bytes[5], 0xABu);
+  EXPECT_VKATTN_ERROR(b.fill(0u, 0, 6), "multiples of 4 (got 0, 6)");
+}
+
+// TensorView::stride threw std::out_of_range for strides shorter than the
+// shape, and returned 1 for a dimension the view does not have.
+TEST_F(HostileRegressions, StridesOfDimensionsAViewDoesNotHaveAreErrors) {
+  Buffer b(ctx(), 64);
+  TensorView v = TensorView::contiguous(b, DType::f16, {2, 2, 2});
+  EXPECT_EQ(v.stride(0), 4);
+  EXPECT_VKATTN_ERROR((void)v.stride(7), "TensorView::stride(7): the view has 3 dimensions");
+  v.strides = {4, 2};
+  EXPECT_VKATTN_ERROR((void)v.stride(0), "strides has 2 entries for the 3 dimensions of shape [2, 2, 2]");
+  EXPECT_VKATTN_ERROR((void)v.end_byte(), "strides has 2 entries");
 }
 
 }  // namespace
