@@ -33,6 +33,17 @@ void record_only(Context& ctx, F&& record) {
 class HostileRegressions : public VkTest {
  protected:
   KvCacheConfig cfg_{.num_blocks = 4, .block_size = 16, .num_kv_heads = 1, .head_size = 16};
+  // One token of one head over cfg_, every view in `buf` (at least 1 KiB).
+  static PagedAttentionArgs one_token(const Buffer& buf, int64_t table_columns) {
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(buf, DType::f16, {1, 1, 16});
+    a.out = TensorView::contiguous(buf, DType::f16, {1, 1, 16}, 256);
+    a.batch.query_start_loc = TensorView::contiguous(buf, DType::i32, {2}, 512);
+    a.batch.seq_lens = TensorView::contiguous(buf, DType::i32, {1}, 528);
+    a.batch.block_table = TensorView::contiguous(buf, DType::i32, {1, table_columns}, 544);
+    a.params.scale = 0.25f;
+    return a;
+  }
 };
 
 // An offset near 2^64 made end_byte() wrap to a small number, which passed
@@ -75,13 +86,7 @@ TEST_F(HostileRegressions, ExtentsPast2To62BytesAreRefused) {
   o.num_segments = 2;
   PagedAttentionPlan plan(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens}, o);
   auto args = [&] {
-    PagedAttentionArgs a;
-    a.q = TensorView::contiguous(buf, DType::f16, {1, 1, 16});
-    a.out = TensorView::contiguous(buf, DType::f16, {1, 1, 16}, 256);
-    a.batch.query_start_loc = TensorView::contiguous(buf, DType::i32, {2}, 512);
-    a.batch.seq_lens = TensorView::contiguous(buf, DType::i32, {1}, 528);
-    a.batch.block_table = TensorView::contiguous(buf, DType::i32, {1, 3}, 544);
-    a.params.scale = 0.25f;
+    PagedAttentionArgs a = one_token(buf, 3);
     a.workspace = TensorView::contiguous(buf, DType::f32, {(int64_t(1) << 62) + (1 << 20)}, 1024);
     return a;
   };
@@ -377,14 +382,7 @@ TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
   EXPECT_VKATTN_ERROR(plan.prepare(ctx(), {}), what);
   PagedKvCache cache(ctx(), cfg_);
   Buffer mem(ctx(), 4096);
-  PagedAttentionArgs a;
-  a.q = TensorView::contiguous(mem, DType::f16, {1, 1, 16});
-  a.out = TensorView::contiguous(mem, DType::f16, {1, 1, 16}, 1024);
-  a.batch.query_start_loc = TensorView::contiguous(mem, DType::i32, {2}, 2048);
-  a.batch.seq_lens = TensorView::contiguous(mem, DType::i32, {1}, 2064);
-  a.batch.block_table = TensorView::contiguous(mem, DType::i32, {1, 1}, 2080);
-  a.params.scale = 0.25f;
-  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), what);
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, one_token(mem, 1)), what);
   plan = moved;   // assigning makes it a plan again
   EXPECT_EQ(plan.num_tokens(), 1u);
   // A prefix-prefill plan holds one.

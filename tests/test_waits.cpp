@@ -109,6 +109,18 @@ class SlowKernel {
   VkDescriptorSet set_ = VK_NULL_HANDLE;
 };
 
+// The device of `ctx`, to adopt a second time with other options.
+AdoptInfo same_device(Context& ctx) {
+  AdoptInfo info;
+  info.instance = ctx.instance();
+  info.physical_device = ctx.physical_device();
+  info.device = ctx.device();
+  info.queue = ctx.queue();
+  info.queue_family = ctx.queue_family();
+  info.enabled_device_extensions = ctx.impl().device_extensions;
+  return info;
+}
+
 TEST(Waits, WithoutADeadlineASlowSubmissionIsWaitedFor) {
   Context ctx(test_options());
   SlowKernel slow(ctx);
@@ -132,13 +144,7 @@ TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   // matrix path (VKATTN_PATH, read by Context::adopt), which would need them.
   o.force_path.reset();
   ScopedUnsetEnv no_forced_path("VKATTN_PATH");
-  AdoptInfo info;
-  info.instance = ctx->instance();
-  info.physical_device = ctx->physical_device();
-  info.device = ctx->device();
-  info.queue = ctx->queue();
-  info.queue_family = ctx->queue_family();
-  info.enabled_device_extensions = ctx->impl().device_extensions;
+  const AdoptInfo info = same_device(*ctx);
   {   // everything made on the adopted Context goes before the device it adopted
     auto timed = std::make_unique<Context>(Context::adopt(info, o));
     EXPECT_VKATTN_ERROR(timed->submit_and_wait([&](VkCommandBuffer cmd) { slow->record(cmd, n); }), "did not complete within",
@@ -176,13 +182,7 @@ TEST(Waits, ATimeoutKeepsTheStagingOfACopyUntilTheContextGoes) {
   o.submit_timeout_ns = 1;
   o.force_path.reset();
   ScopedUnsetEnv no_forced_path("VKATTN_PATH");
-  AdoptInfo info;
-  info.instance = ctx->instance();
-  info.physical_device = ctx->physical_device();
-  info.device = ctx->device();
-  info.queue = ctx->queue();
-  info.queue_family = ctx->queue_family();
-  info.enabled_device_extensions = ctx->impl().device_extensions;
+  const AdoptInfo info = same_device(*ctx);
   {
     std::unique_ptr<Context> timed;
     try {
