@@ -74,7 +74,8 @@ class Buffer {
     download(v.data(), count * sizeof(T), offset);
     return v;
   }
-  // Fills [offset, offset + bytes) with a repeated 32-bit word (vkCmdFillBuffer).
+  // Fills [offset, offset + bytes) with a repeated 32-bit word (vkCmdFillBuffer):
+  // offset and bytes multiples of 4; VK_WHOLE_SIZE, the whole words from offset on.
   void fill(uint32_t word, VkDeviceSize offset = 0, VkDeviceSize bytes = VK_WHOLE_SIZE);
 
  private:
