@@ -160,8 +160,9 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<
       if (buf.buffer) {
         if (buf.context_id && buf.context_id != impl.id) bad(at + "'s " + name + " buffer belongs to another Context");
         if (offset > buf.size || bytes > buf.size - offset)
-          bad(at + "'s " + name + " blocks need bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
-              ") of a buffer of " + std::to_string(buf.size) + " bytes");
+          // (offset and size apart: their sum may wrap past 2^64)
+          bad(at + "'s " + name + " blocks need " + std::to_string(bytes) + " bytes from byte " + std::to_string(offset) +
+              ", past the end of a buffer of " + std::to_string(buf.size) + " bytes");
         if (!impl.caps.buffer_device_address) bad("the device has no bufferDeviceAddress");
         VkBufferDeviceAddressInfo ai{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
         ai.buffer = buf.buffer;

@@ -197,7 +197,8 @@ TEST_F(HostileInputs, ApplicationCacheChunks) {
           if (!buf.buffer) break;
           offset = pick<VkDeviceSize>(r, {buf.size - ch.num_blocks * block_bytes + 16 * (1 + r.below(4)), buf.size + 16,
                                           ~VkDeviceSize(15)});
-          e = Expect{"past the buffer", {at + "'s " + part + " blocks need bytes"}};
+          e = Expect{"past the buffer", {at + "'s " + part + " blocks need " + std::to_string(ch.num_blocks * block_bytes) +
+                                         " bytes from byte " + std::to_string(offset) + ", past the end of a buffer of"}};
           break;
         case 7:
           if (!buf.buffer) break;
