@@ -441,6 +441,28 @@ TEST_F(BlockSparseSmall, MaskBuilderBadInputGetsAClearError) {
   EXPECT_EQ(words[1], 0);
 }
 
+// No queries (Lq = 0): a no-op. With more than one (batch, head), or mask
+// row, the outputs' contiguous views of extent 0 have strides of 0 outside
+// it, which the check that an output's elements are distinct took for
+// aliasing ("elements share memory"), where one head ran.
+TEST_F(BlockSparseSmall, NoQueriesIsANoOpWhateverTheHeads) {
+  Buffer out(ctx(), 64), lse(ctx(), 64);
+  a_.q.shape[2] = 0;
+  a_.out = TensorView::contiguous(out, DType::f32, {B, H, 0, D});
+  a_.lse = TensorView::contiguous(lse, DType::f32, {B, H, 0});
+  a_.mask.kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {1, 1, 0});
+  a_.mask.kv_indices = TensorView::contiguous(meta_, DType::i32, {1, 1, 0, 1}, 4);
+  block_sparse_attention(ctx(), a_);
+  BlockMaskBuild b;
+  b.mods.all = kMaskCausal;
+  b.q_len = 0;
+  b.kv_len = L;
+  b.mask.q_block_size = b.mask.kv_block_size = 64;
+  b.mask.kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {2, 1, 0});   // two mask rows of the batch
+  b.mask.kv_indices = TensorView::contiguous(meta_, DType::i32, {2, 1, 0, 1}, 64);
+  build_block_mask(ctx(), b);
+}
+
 TEST_F(BlockSparseSmall, CustomModsAndTheirBuffersAreCheckedByName) {
   std::vector<std::string> names = block_sparse_variant_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "test_stripes"), names.end());
