@@ -132,7 +132,9 @@ class Context {
 
   // Records work through `record`, submits it to the context's queue and waits.
   // Then throws the first device-side error that work reported (see
-  // check_device_status): each synchronous call sees only its own.
+  // check_device_status): each synchronous call sees only its own. `record`
+  // records ops in their recorded forms: a synchronous call made inside it
+  // (this, an op's synchronous form, Buffer::upload, ...) throws.
   void submit_and_wait(const std::function<void(VkCommandBuffer)>& record);
   // Kernels that find bad device-side input (a slot beyond the cache, a block
   // table or query_start_loc corrupted on the device) record it in a status
