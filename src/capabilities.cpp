@@ -174,11 +174,8 @@ void query_capabilities(ContextImpl& impl, const std::vector<std::string>& exts)
       c.device_local_budget_bytes = std::max<uint64_t>(c.device_local_budget_bytes, b);
     }
 
-  uint32_t nf = 0;
-  impl.vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
-  std::vector<VkQueueFamilyProperties> fams(nf);
-  impl.vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
-  c.timestamp_period_ns = (impl.queue_family < nf && fams[impl.queue_family].timestampValidBits > 0) ? l.timestampPeriod : 0.0f;
+  const std::vector<VkQueueFamilyProperties> fams = queue_families(impl.vk, pd);
+  c.timestamp_period_ns = (impl.queue_family < fams.size() && fams[impl.queue_family].timestampValidBits > 0) ? l.timestampPeriod : 0.0f;
 
   DeviceFeatureChain f;
   f.link(km, nm2, bf, false);

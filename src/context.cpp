@@ -21,6 +21,14 @@
 namespace vkattn {
 namespace detail {
 
+std::vector<VkQueueFamilyProperties> queue_families(const VkFunctions& vk, VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  return fams;
+}
+
 namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
@@ -68,12 +76,9 @@ bool contains(const std::vector<std::string>& v, std::string_view s) { return st
 
 // Queue family with compute, preferring one with timestamps. -1 if none.
 int compute_queue_family(const VkFunctions& vk, VkPhysicalDevice pd) {
-  uint32_t n = 0;
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
-  std::vector<VkQueueFamilyProperties> fams(n);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  const std::vector<VkQueueFamilyProperties> fams = queue_families(vk, pd);
   int best = -1;
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint32_t i = 0; i < fams.size(); ++i) {
     if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
     if (fams[i].timestampValidBits > 0) return static_cast<int>(i);
     if (best < 0) best = static_cast<int>(i);
@@ -488,13 +493,10 @@ Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
   }
   // The queue family: the Context's command pool is made for it, and with a
   // queue its synchronous calls submit compute work there.
-  uint32_t families = 0;
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(info.physical_device, &families, nullptr);
-  std::vector<VkQueueFamilyProperties> family(families);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(info.physical_device, &families, family.data());
-  if (info.queue_family >= families)
+  const std::vector<VkQueueFamilyProperties> family = queue_families(vk, info.physical_device);
+  if (info.queue_family >= family.size())
     throw Error("Context::adopt: queue_family = " + std::to_string(info.queue_family) + " is not a queue family of the device (it has " +
-                std::to_string(families) + ")");
+                std::to_string(family.size()) + ")");
   if (info.queue && !(family[info.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
     throw Error("Context::adopt: queue_family = " + std::to_string(info.queue_family) +
                 " has no compute queues (VK_QUEUE_COMPUTE_BIT): give the family of a queue that runs compute work");

@@ -42,6 +42,8 @@ struct DeviceFeatureChain {
 
 // What a device lacks of the features the kernels need ("" when nothing).
 std::string missing_required_features(const DeviceFeatureChain& f);
+// The physical device's queue families (vkGetPhysicalDeviceQueueFamilyProperties).
+std::vector<VkQueueFamilyProperties> queue_families(const VkFunctions& vk, VkPhysicalDevice pd);
 
 // Which of the status buffer's slots a dispatch reports into: synchronous
 // ops, which run one at a time, have their own, so that their errors reach
