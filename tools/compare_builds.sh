@@ -46,10 +46,13 @@ done
 stats() {
   local name=$1 bin=$2 what=$3
   shift 3
-  local cache
+  local cache out   # a fresh cache file, so that every pipeline is compiled (and its figures printed)
   cache=$(mktemp -d)
-  VKATTN_PIPELINE_STATS=1 VKATTN_PIPELINE_CACHE=$cache "$bin" run "$@" --repeat 1 2>&1 |
-    grep -E 'pipeline stats (paged_prefill|block_sparse)' |
+  out=$(VKATTN_PIPELINE_STATS=1 VKATTN_PIPELINE_CACHE=$cache/pipelines.bin "$bin" run "$@" --repeat 1 2>&1)
+  # A run that failed, or a device without the figures, says so rather than printing nothing.
+  grep -qE 'pipeline stats (paged_prefill|block_sparse)' <<< "$out" ||
+    printf '%-12s %-28s no figures: %s\n' "$name" "$what" "$(tail -n 1 <<< "$out")"
+  grep -E 'pipeline stats (paged_prefill|block_sparse)' <<< "$out" |
     awk -v name="$name" -v what="$what" '{
       regs = ""; local = ""; shared = ""
       for (i = 1; i <= NF; ++i) {
