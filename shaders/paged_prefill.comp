@@ -117,8 +117,16 @@ const uint QG = 2u;
 // subgroups above head size 128, whose tiles are 16 keys) each tile's V is
 // staged with its K and multiplied within its own tile: the lag cost those
 // 18% and 16% (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V").
-const uint KEY_TILES = PP_KEY_TILES(PA_HEAD_SIZE, SHARED_SOFTMAX ? 1u : 0u);
-const bool V_LAG = KEY_TILES == 3u;
+// KEY_TILES: the tiles whose keys key_at holds, located ahead of their
+// loads. A literal per path, not a function of the head size
+// (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's pairs
+// of subgroups (head size 256) keep its 3 without the lag.
+#if VKATTN_PATH == 2
+const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u;
+#else
+const bool V_LAG = false;
+#endif
+const uint KEY_TILES = PP_KEY_TILES(SM);
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
@@ -517,7 +525,7 @@ void main() {
     carried_k1 = k2;
 #endif
     const bool more = t + 1 < num_tiles;
-    const uint buf1 = buf + 1u == KEY_TILES ? 0u : buf + 1u, buf2 = buf1 + 1u == KEY_TILES ? 0u : buf1 + 1u;
+    const uint buf1 = buf == KEY_TILES - 1u ? 0u : buf + 1u, buf2 = buf1 == KEY_TILES - 1u ? 0u : buf1 + 1u;
     // The tile whose V this tile loads (and stages after its products).
     const int kv = V_LAG ? k0 : k1;
     const uint bufv = V_LAG ? buf : buf1;

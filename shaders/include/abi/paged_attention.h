@@ -168,14 +168,17 @@ VKA_CONST(PA_FLAG_Q_WIDE, 64)           // q's offset and strides are multiples 
 #define PP_HEAD_PARTS(D) ((D) > 128u ? 2u : 1u)
 #define PP_S_FLOATS(D, NW, BC, SM) ((SM) + PP_HEAD_PARTS(D) > 1u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) or its partial S (pairs); + not ||: glslang 16 emits an undefined id for || of spec constants */
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
-// The tiles whose K and V addresses key_at holds: 3 where each tile's V is
-// staged a tile after its K (paged_prefill.comp's V_LAG: the coopmat2 path,
-// one subgroup per 16 rows), else 2 (a third took the KHR module at head
-// size 256 past two workgroups per SM). + not ||: glslang 16 (above).
-#define PP_KEY_TILES(D, SM) ((SM) + PP_HEAD_PARTS(D) > 1u ? 2u : 3u)
+// The tiles whose K and V addresses key_at holds: 3 on the coopmat2 path,
+// where each tile's V is staged a tile after its K (paged_prefill.comp's
+// V_LAG, up to head size 128), 2 on the KHR path (a third took its head size
+// 256 module past two workgroups per SM). By path only, so that the kernel's
+// count is a literal: derived from the head size, a specialization constant,
+// it ran the coopmat2 modules slower, fp8 caches most (DEVELOPERS.md, "key_at's
+// tiles as a literal").
+#define PP_KEY_TILES(SM) ((SM) != 0u ? 2u : 3u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
-   2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 16u * PP_KEY_TILES(D, SM) * (BC) /* key_at */ + \
+   2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 16u * PP_KEY_TILES(SM) * (BC) /* key_at */ + \
    16u /* flags */ +                                                                                          \
    PA_CHUNK_BASE_BYTES)
 
