@@ -21,6 +21,9 @@
 #   PREFILL_FILTER, SPARSE_FILTER, DECODE_FILTER   the cases of each suite
 #            [causal 8k and B=4 ctx=4096 q=512; causal, 8 documents, dense; every case]
 #   STATS    0 to leave the driver's figures out [1]
+#   STATS_FILTER  the modules whose figures to print, a regex over their
+#            labels ("paged f16", "paged bf16", "paged f16 q, fp8_e4m3 cache",
+#            "block-sparse f16", "block-sparse bf16") [every one]
 #   BENCH_FLAGS  more flags for every bench run, e.g. "--quick" on a CPU device
 #            [--repeat 10 --min-time 0.02]
 set -uo pipefail
@@ -46,6 +49,7 @@ done
 stats() {
   local name=$1 bin=$2 what=$3
   shift 3
+  [[ $what =~ ${STATS_FILTER:-.} ]] || return 0
   local cache out   # a fresh cache file, so that every pipeline is compiled (and its figures printed)
   cache=$(mktemp -d)
   out=$(VKATTN_PIPELINE_STATS=1 VKATTN_PIPELINE_CACHE=$cache/pipelines.bin "$bin" run "$@" --repeat 1 2>&1)
