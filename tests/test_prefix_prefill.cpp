@@ -325,8 +325,8 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
   }
   {
     PrefixPrefillOptions o;
-    o.workspace_bytes = 1000;   // 7 tokens x 4 heads need 7 * 4 * 66 * 8 bytes
-    EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o), "14784 bytes", "workspace_bytes = 1000");
+    o.workspace_bytes = 1000;   // 7 tokens x 4 heads need 16 KiB of counters, 12 bytes of alignment and 7 * 4 * 66 * 8 bytes
+    EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o), "31180 bytes", "workspace_bytes = 1000");
   }
   {
     PagedAttentionVariant v;
@@ -365,10 +365,50 @@ TEST_F(PrefixPrefillSmall, NoTokensRunWithoutAWorkspace) {
   EXPECT_NO_THROW(ctx().submit_and_wait([&](VkCommandBuffer cmd) { prefix_prefill(ctx(), p, *cache_, a, cmd); }));
 }
 
-// Its workspace limit is named by its own options, not paged_attention's.
-TEST_F(PrefixPrefillSmall, WorkspaceLimitNamesItsOwnOptions) {
+// A fourth adversarial pass (prefix_prefill): the header's workspace formula
+// left out the arrival counters, so a capacity of that size was refused, with
+// paged_attention's advice (fewer segments), which prefix_prefill cannot take;
+// a batch beyond one binding was told the same; and a too-small capacity was
+// reported before lengths that were wrong. prefix_prefill_workspace_bytes is
+// now what a plan needs, and the limits are checked in that order.
+TEST_F(PrefixPrefillSmall, WorkspaceOfItsOwnFormulaIsEnough) {
+  const uint64_t need = prefix_prefill_workspace_bytes(T, Hq, D);
+  EXPECT_EQ(need, kPagedAttentionWorkspaceCounterBytes + 12 + uint64_t(T) * Hq * (D + 2) * 8);
+  PrefixPrefillOptions o;
+  o.workspace_bytes = need;
+  const PrefixPrefillPlan p(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o);
+  EXPECT_EQ(p.workspace_bytes(), need);
+  const PrefixPrefillPlan r(ctx(), cfg_, Hq, DType::f16, PagedAttentionLimits{2, uint32_t(T), 0, 0}, o);
+  EXPECT_EQ(r.workspace_bytes(), need);
+  o.workspace_bytes = need - 1;
+  const std::string bytes = std::to_string(need) + " bytes";
+  EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o), "prefix_prefill:",
+                      bytes.c_str(), "prefix_prefill_workspace_bytes", "options.workspace_bytes");
+}
+
+TEST_F(PrefixPrefillSmall, ABatchBeyondOneBindingSaysHowManyTokensFit) {
+  const uint64_t bindable = std::min<uint64_t>(1ull << 31, ctx().capabilities().max_storage_buffer_range);
+  const uint64_t fit = (bindable - kPagedAttentionWorkspaceCounterBytes - 12) / (uint64_t(Hq) * (D + 2) * 8);
+  const std::string at_most = "at most " + std::to_string(fit) + " tokens per call";
   EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, PagedAttentionLimits{1, 1u << 30, 0, 0}),
-                      "prefix_prefill:", "PrefixPrefillOptions::workspace_bytes");
+                      "prefix_prefill:", "more than one call can bind", "maxStorageBufferRange", at_most.c_str());
+  EXPECT_NO_THROW(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, PagedAttentionLimits{1, uint32_t(fit), 0, 0}));
+  EXPECT_VKATTN_ERROR(PrefixPrefillPlan(ctx(), cfg_, Hq, DType::f16, PagedAttentionLimits{1, uint32_t(fit) + 1, 0, 0}),
+                      at_most.c_str());
+}
+
+TEST_F(PrefixPrefillSmall, WrongLengthsAreReportedBeforeASmallWorkspace) {
+  PrefixPrefillOptions o;
+  o.workspace_bytes = 100;
+  const std::vector<int32_t> qsl{0, 2, 3}, lens{1, 5};   // sequence 0: 2 new tokens, seq_len 1
+  try {
+    PrefixPrefillPlan p(ctx(), cfg_, Hq, DType::f16, PagedAttentionLengths{qsl, lens}, o);
+    ADD_FAILURE() << "expected vkattn::Error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("exceeds seq_lens[0]"), std::string::npos) << what;
+    EXPECT_EQ(what.find("workspace"), std::string::npos) << what;
+  }
 }
 
 TEST_F(PrefixPrefillSmall, FusedWriteIsCheckedWholeBeforeAnythingIsRecorded) {

@@ -32,13 +32,21 @@
 
 namespace vkattn {
 
+// The workspace a plan for num_tokens tokens needs (plan.workspace_bytes()):
+// the arrival counters (kPagedAttentionWorkspaceCounterBytes, 16 KiB), a
+// few bytes that align what follows, and the 2 segments' partial results,
+// num_tokens * num_q_heads * (head_size + 2) * 8 bytes (68 MB for 8192
+// tokens of 32 heads x 128). One call's must fit one binding: the kernels'
+// 2 GiB and the device's maxStorageBufferRange (a plan beyond it is refused,
+// saying how many tokens fit).
+uint64_t prefix_prefill_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size);
+
 struct PrefixPrefillOptions {
   PrefillKernel prefill = PrefillKernel::automatic;   // as PagedAttentionPlanOptions::prefill
   // The capacity of the workspace the engine will pass, which the plan's
-  // workspace_bytes() must fit: 2 segments' partial results, num_tokens *
-  // num_q_heads * (head_size + 2) * 8 bytes (68 MB for 8192 tokens of 32
-  // heads x 128). 0: no limit but the kernels' 2 GiB; allocate what the plan
-  // (a replay plan: for its limits) says.
+  // workspace_bytes() must fit (prefix_prefill_workspace_bytes for its
+  // tokens, a replay plan's limits' max_num_tokens). 0: no limit but one
+  // binding's; allocate what the plan says.
   uint64_t workspace_bytes = 0;
 };
 

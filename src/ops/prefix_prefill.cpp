@@ -57,21 +57,39 @@ PagedAttentionPlan make_plan(Context& ctx, const KvCacheConfig& cache, uint32_t 
 }
 
 // The paged-attention options of a plan for num_tokens tokens: always 2
-// segments (the cached context, the new tokens), whose partial results must
-// fit the engine's workspace.
-PagedAttentionPlanOptions attention_options(const KvCacheConfig& cache, uint32_t num_q_heads, uint64_t num_tokens,
-                                            const PrefixPrefillOptions& o) {
-  const uint64_t need = partial_result_bytes(num_tokens, num_q_heads, cache.head_size, 2);
-  if (o.workspace_bytes && need > o.workspace_bytes)
-    fail(std::to_string(num_tokens) + " tokens need " + std::to_string(need) +
-         " bytes of workspace (two segments' partial results), more than options.workspace_bytes = " +
-         std::to_string(o.workspace_bytes) + "; pass a larger workspace (or 0: what the plan needs)");
+// segments (the cached context, the new tokens). Their workspace must fit
+// one binding, checked here so that the error can say how many tokens do;
+// the engine's own capacity is checked once the lengths are
+// (check_workspace_option), against what the plan then needs.
+PagedAttentionPlanOptions attention_options(const Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads,
+                                            uint64_t num_tokens, const PrefixPrefillOptions& o) {
+  const uint64_t need = prefix_prefill_workspace_bytes(num_tokens, num_q_heads, cache.head_size);
+  const uint64_t bindable = std::min(kMaxWorkspaceBytes, ctx.capabilities().max_storage_buffer_range);
+  if (need > bindable) {
+    const uint64_t fixed = prefix_prefill_workspace_bytes(1, num_q_heads, cache.head_size) -
+                           partial_result_bytes(1, num_q_heads, cache.head_size, 2);
+    const uint64_t per_token = partial_result_bytes(1, num_q_heads, cache.head_size, 2);
+    fail(std::to_string(num_tokens) + " tokens of " + std::to_string(num_q_heads) + " q heads x " +
+         std::to_string(cache.head_size) + " need " + std::to_string(need) +
+         " bytes of workspace (the arrival counters and two segments' partial results), more than one call can bind: " +
+         std::to_string(bindable) + " bytes (the kernels' 2 GiB and the device's maxStorageBufferRange); at most " +
+         std::to_string(bindable > fixed ? (bindable - fixed) / per_token : 0) + " tokens per call");
+  }
   PagedAttentionPlanOptions a;
   a.split = SplitKv::on;
   a.num_segments = 2;
-  a.workspace_bytes = o.workspace_bytes ? o.workspace_bytes : UINT64_MAX;
+  a.workspace_bytes = UINT64_MAX;   // within one binding (above); the engine's capacity: check_workspace_option
   a.prefill = o.prefill;
   return a;
+}
+
+// The engine's workspace capacity against what the plan needs.
+void check_workspace_option(const PagedAttentionPlan& plan, const PrefixPrefillOptions& o) {
+  if (o.workspace_bytes && plan.workspace_bytes() > o.workspace_bytes)
+    fail(std::to_string(plan.num_tokens()) + " tokens need " + std::to_string(plan.workspace_bytes()) +
+         " bytes of workspace (prefix_prefill_workspace_bytes: the arrival counters and two segments' partial results), "
+         "more than options.workspace_bytes = " + std::to_string(o.workspace_bytes) +
+         "; pass a larger workspace (or 0: what the plan needs)");
 }
 
 // A paged-attention plan's data as prefix prefill runs it: the new tokens from
@@ -85,18 +103,25 @@ void mark_prefix_prefill(PagedAttentionPlanData& p, const KvCacheConfig& cache, 
 
 }  // namespace
 
+uint64_t prefix_prefill_workspace_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size) {
+  return split_workspace_bytes(num_tokens, num_q_heads, head_size, 2);
+}
+
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLengths& lengths, const PrefixPrefillOptions& options)
     : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, lengths,
-                      attention_options(cache, num_q_heads,
+                      attention_options(ctx, cache, num_q_heads,
                                         lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)),
                                         options))) {
+  check_workspace_option(plan_, options);
   mark_prefix_prefill(*plan_.data_, cache, q_dtype);
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
                                      const PagedAttentionLimits& limits, const PrefixPrefillOptions& options)
-    : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits, attention_options(cache, num_q_heads, limits.max_num_tokens, options))) {
+    : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits,
+                      attention_options(ctx, cache, num_q_heads, limits.max_num_tokens, options))) {
+  check_workspace_option(plan_, options);
   mark_prefix_prefill(*plan_.data_, cache, q_dtype);
 }
 

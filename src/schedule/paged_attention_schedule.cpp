@@ -14,9 +14,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("paged_attention: " + what); }
 
-// Partial results are indexed with 32-bit arithmetic in the kernels.
-constexpr uint64_t kMaxWorkspaceBytes = 1ull << 31;
-
 // What a plan's workspace may take: the options' budget, within the kernels'
 // 2 GiB and the view the device binds at once.
 uint64_t workspace_capacity(const ScheduleDevice& dev, const ScheduleProblem& p) {

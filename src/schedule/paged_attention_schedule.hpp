@@ -139,6 +139,11 @@ bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_
 // subgroups on the KHR path); {0, 0, 0} where none does.
 Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t q_block, uint32_t kv_block);
 
+// The most a split workspace may take: partial results are indexed with
+// 32-bit arithmetic in the kernels. (A view may also be no longer than the
+// device binds at once, ScheduleDevice::max_binding_bytes.)
+inline constexpr uint64_t kMaxWorkspaceBytes = 1ull << 31;
+
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
 // A split run's workspace: the arrival counters, the gap that aligns what
