@@ -64,16 +64,15 @@ PagedAttentionPlan make_plan(Context& ctx, const KvCacheConfig& cache, uint32_t 
 PagedAttentionPlanOptions attention_options(const Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads,
                                             uint64_t num_tokens, const PrefixPrefillOptions& o) {
   const uint64_t need = prefix_prefill_workspace_bytes(num_tokens, num_q_heads, cache.head_size);
-  const uint64_t bindable = std::min(kMaxWorkspaceBytes, ctx.capabilities().max_storage_buffer_range);
+  const uint64_t bindable = max_workspace_bytes(ctx.capabilities().max_storage_buffer_range);
   if (need > bindable) {
-    const uint64_t fixed = prefix_prefill_workspace_bytes(1, num_q_heads, cache.head_size) -
-                           partial_result_bytes(1, num_q_heads, cache.head_size, 2);
+    const uint64_t counters = split_workspace_bytes(num_tokens, num_q_heads, cache.head_size, 0);   // the arrival counters alone
     const uint64_t per_token = partial_result_bytes(1, num_q_heads, cache.head_size, 2);
     fail(std::to_string(num_tokens) + " tokens of " + std::to_string(num_q_heads) + " q heads x " +
          std::to_string(cache.head_size) + " need " + std::to_string(need) +
          " bytes of workspace (the arrival counters and two segments' partial results), more than one call can bind: " +
          std::to_string(bindable) + " bytes (the kernels' 2 GiB and the device's maxStorageBufferRange); at most " +
-         std::to_string(bindable > fixed ? (bindable - fixed) / per_token : 0) + " tokens per call");
+         std::to_string(bindable > counters ? (bindable - counters) / per_token : 0) + " tokens per call");
   }
   PagedAttentionPlanOptions a;
   a.split = SplitKv::on;

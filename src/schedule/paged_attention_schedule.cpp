@@ -17,7 +17,7 @@ namespace {
 // What a plan's workspace may take: the options' budget, within the kernels'
 // 2 GiB and the view the device binds at once.
 uint64_t workspace_capacity(const ScheduleDevice& dev, const ScheduleProblem& p) {
-  return std::min({p.workspace_bytes, kMaxWorkspaceBytes, dev.max_binding_bytes});
+  return std::min(p.workspace_bytes, max_workspace_bytes(dev.max_binding_bytes));
 }
 
 }  // namespace

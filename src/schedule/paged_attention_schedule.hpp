@@ -2,6 +2,7 @@
 // arithmetic, O(num_seqs), with no Vulkan in it, so that it can be tested on
 // its own and run every step.
 #pragma once
+#include <algorithm>
 #include <vkattn/capabilities.hpp>
 #include <vkattn/paged_attention.hpp>
 
@@ -140,9 +141,12 @@ bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_
 Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t q_block, uint32_t kv_block);
 
 // The most a split workspace may take: partial results are indexed with
-// 32-bit arithmetic in the kernels. (A view may also be no longer than the
-// device binds at once, ScheduleDevice::max_binding_bytes.)
+// 32-bit arithmetic in the kernels.
 inline constexpr uint64_t kMaxWorkspaceBytes = 1ull << 31;
+// The most one split run's workspace may take on a device: that, within the
+// view the device binds at once (maxStorageBufferRange: a run binds its
+// workspace whole).
+inline uint64_t max_workspace_bytes(uint64_t max_binding_bytes) { return std::min(kMaxWorkspaceBytes, max_binding_bytes); }
 
 // Bytes of split-KV partial results.
 uint64_t partial_result_bytes(uint64_t num_tokens, uint32_t num_q_heads, uint32_t head_size, uint32_t segments);
