@@ -30,7 +30,10 @@ void main() {
   // The keys a sequence may have: its block-table row's, and with prefix
   // prefill's contiguous suffix the new tokens besides.
   const uint64_t keys = uint64_t(pc.max_blocks_per_seq) * PC_BLOCK_SIZE + ((pc.flags & PA_FLAG_SUFFIX) != 0u ? uint(max(q1 - q0, 0)) : 0u);
-  if (q0 < 0 || q1 < q0 || q1 > int(pc.num_tokens)) vka_report(STATUS_QUERY_START_LOC, s, uint(q0), uint(q1));
+  // A batch that starts past token 0 would leave the first tokens' rows
+  // unwritten: a silent wrong answer, so it is reported like any other.
+  if (q0 < 0 || q1 < q0 || q1 > int(pc.num_tokens) || (s == 0u && q0 != 0))
+    vka_report(STATUS_QUERY_START_LOC, s, uint(q0), uint(q1));
   else if (len < 0 || (len > 0 && len < q1 - q0)) vka_report(STATUS_SEQ_LEN, s, uint(len), uint(q1 - q0));
   else if (uint64_t(len) > keys) vka_report(STATUS_SEQ_LEN_TABLE, s, uint(len), uint(min(keys, 0xFFFFFFFFul)));
   else if (PC_ONE_TILE_PER_SEQ != 0u && uint(q1 - q0) * PC_GQA > PC_BM)

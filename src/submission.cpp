@@ -137,7 +137,7 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_QUERY_START_LOC:
       throw Error(who + "query_start_loc on the device is unusable at sequence " + std::to_string(a) + ": [" +
                   std::to_string(static_cast<int32_t>(b)) + ", " + std::to_string(static_cast<int32_t>(c)) +
-                  "] (expected 0 <= query_start_loc[s] <= query_start_loc[s + 1] <= the plan's num_tokens); the sequence was skipped");
+                  "] (expected query_start_loc[0] = 0 and query_start_loc[s] <= query_start_loc[s + 1] <= the plan's num_tokens); the sequence was skipped");
     case abi::STATUS_SEQ_LEN:
       throw Error(who + "seq_lens[" + std::to_string(a) + "] = " + std::to_string(static_cast<int32_t>(b)) +
                   " on the device is below its query_len " + std::to_string(c) +

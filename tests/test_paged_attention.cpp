@@ -1059,14 +1059,15 @@ TEST_F(PagedAttentionBadInput, SeqLensCorruptedOnTheDeviceAreReported) {
 }
 
 TEST_F(PagedAttentionBadInput, QueryStartLocCorruptedOnTheDeviceIsReportedAndStaysInBounds) {
-  // The plan covers 3 tokens; the device says more, fewer, or out of order.
+  // The plan covers 3 tokens; the device says more, fewer, out of order, or
+  // starts past token 0 (whose rows nothing would write).
   // Every write stays inside out (the guard after it is checked), and every
   // corruption is reported.
   auto p = plan();
   Buffer guarded(ctx(), out_.size() + 4096);
   guarded.fill(0xFFFFFFFFu);
   auto ov = TensorView::contiguous(guarded, DType::f16, {3, 4, 64});
-  for (std::vector<int32_t> bad : {std::vector<int32_t>{0, 1, 1 << 30}, {0, 2, 1}, {-5, 1, 3}, {0, 7, 9}, {0, 1, 4}}) {
+  for (std::vector<int32_t> bad : {std::vector<int32_t>{0, 1, 1 << 30}, {0, 2, 1}, {-5, 1, 3}, {0, 7, 9}, {0, 1, 4}, {2, 2, 3}}) {
     batch_->query_start_loc() = bad;
     batch_->upload();
     EXPECT_VKATTN_ERROR(paged_attention(ctx(), p, *cache_, args(q(), ov)), "query_start_loc on the device");
