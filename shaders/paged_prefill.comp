@@ -661,15 +661,23 @@ void main() {
     row_scale[warp * 16u + lane] = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
   subgroup_sync();
   const float v_scale = pa_value_scale(g_it);
+// Each lane writes 8 dims of one row: lane 2 r + h takes row r, dims 8 h ..
+// 8 h + 7 of the slice, in one store where the output allows
+// (pa_write_result8_scaled).
+  const uint w_row = lane / 2u, w_dim = 8u * (lane % 2u);
 #define WRITE_O(j)                                                                                 \
   coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
   subgroup_sync();                                                                                 \
-  for (uint e = lane; e < 256u; e += 32u) {                                                        \
-    const uint r = e / 16u, d = 16u * (g_slice0 + j) + e % 16u;                                    \
-    float o = uintBitsToFloat(kv_stage[o_at + e / 4u][e % 4u]) * v_scale;                          \
-    if (fix) o += pa_item_nonfinite_term(g_it, g_row0 + r, d);                                     \
-    pa_write_result_scaled(g_it, g_row0 + r, d, o, row_m[warp * 16u + r], row_l[warp * 16u + r],     \
-                           row_scale[warp * 16u + r]);                                               \
+  {                                                                                                \
+    const uint d = 16u * (g_slice0 + j) + w_dim;                                                   \
+    const vec4 lo = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u]) * v_scale;           \
+    const vec4 hi = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u]) * v_scale;      \
+    float o[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);                         \
+    if (fix) {                                                                                     \
+      [[unroll]] for (uint i = 0; i < 8u; ++i) o[i] += pa_item_nonfinite_term(g_it, g_row0 + w_row, d + i); \
+    }                                                                                              \
+    pa_write_result8_scaled(g_it, g_row0 + w_row, d, o, row_m[warp * 16u + w_row], row_l[warp * 16u + w_row], \
+                            row_scale[warp * 16u + w_row]);                                        \
   }                                                                                                \
   subgroup_sync();
   EACH_SLICE(WRITE_O)

@@ -7,9 +7,10 @@ namespace vkattn::detail {
 namespace {
 
 // The prefill kernel loads q 16 bytes at a time (PA_FLAG_Q_WIDE,
-// BS_FLAG_Q_WIDE), and prefix prefill and block-sparse attention their K/V,
-// only where every row of 8 elements starts on a 16-byte word: an element
-// offset or any stride off a multiple of 8 must say no.
+// BS_FLAG_Q_WIDE) and stores out so (PA_FLAG_OUT_WIDE, BS_FLAG_OUT_WIDE),
+// and prefix prefill and block-sparse attention load their K/V so, only
+// where every row of 8 elements starts on a 16-byte word: an element offset
+// or any stride off a multiple of 8 must say no.
 TEST(RowsOf8OnWords, EveryStrideAndTheOffsetMustBeMultiplesOf8) {
   EXPECT_TRUE(rows_of_8_on_words(0, {4096, 128}));
   EXPECT_TRUE(rows_of_8_on_words(8, {4096 + 8, 128, 0}));   // padded rows, a broadcast (zero) stride

@@ -131,8 +131,9 @@ std::vector<Combo> combos() {
     c.alibi = true;
     c.qq_bias = true;
     c.with_lse = true;
-    c.q_token_padding = 24;   // q as a strided view
-    add("decode_h5x1_d64_e4m3_split_bs16_qbf16_out_e5m2_alibi_qqbias_lse", c);
+    c.q_token_padding = 24;    // q as a strided view
+    c.out_token_padding = 3;   // and out, 3 fp8 bytes between rows (never written)
+    add("decode_h5x1_d64_e4m3_split_bs16_qbf16_out_e5m2_alibi_qqbias_lse_outpad3", c);
   }
   {
     // 32768 blocks, the used ones at the top: block * block bytes past 2^26.
@@ -365,8 +366,9 @@ std::vector<Combo> combos() {
     c.out_dtype = DType::bf16;
     c.sliding_window = 100;
     c.sinks = true;
-    c.q_token_padding = 3;   // q's rows not on 16-byte words: Q staged by 2-byte loads
-    add("gpu_prefill_h8x8_d64_bf16_hnd_bs48_window100_sinks_qpad3", c, true);
+    c.q_token_padding = 3;     // q's rows not on 16-byte words: Q staged by 2-byte loads
+    c.out_token_padding = 5;   // and out's: its results stored an element at a time
+    add("gpu_prefill_h8x8_d64_bf16_hnd_bs48_window100_sinks_qpad3_outpad5", c, true);
   }
   {
     auto c = make_prefill(10, 2, 80, 128, DType::fp8_e4m3, KvLayout::nhd, 403);
@@ -381,12 +383,13 @@ std::vector<Combo> combos() {
     // Head size 256: each subgroup holds half of Q and O, the pair adds its
     // partial S through shared memory.
     auto c = make_prefill(16, 4, 256, 16, DType::f16, KvLayout::split, 404);
-    c.q_token_padding = 8;   // a strided q whose rows are still on 16-byte words
+    c.q_token_padding = 8;     // a strided q whose rows are still on 16-byte words
+    c.out_token_padding = 8;   // and out (f32: two 16-byte stores per 8 dims)
     c.qq_bias = true;
     c.sinks = true;
     c.sliding_window = 64;
     c.out_dtype = DType::f32;
-    add("gpu_prefill_h16x4_d256_f16_split_bs16_qpad8_qqbias_sinks_window64", c, true);
+    add("gpu_prefill_h16x4_d256_f16_split_bs16_qpad8_outpad8_qqbias_sinks_window64", c, true);
   }
   {
     auto c = make_prefill(10, 2, 256, 48, DType::fp8_e4m3, KvLayout::nhd, 407);

@@ -161,25 +161,36 @@ TEST_F(WriteKvCache, SameDtypeInputsAreStoredBitForBit) {
     }
 }
 
-// The fp8 encoders (number_formats.glsl) against the reference's, bit for
-// bit, from f32 inputs: every f16 value (so every fp8 subnormal, normal,
-// rounding class and saturation), every tie between adjacent fp8 values and
-// the f32 values just either side of it, f32 subnormals, infinities and NaNs
-// (any NaN code for a NaN).
-TEST_F(WriteKvCache, Fp8EncodingMatchesTheReferenceAtEveryTie) {
-  for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    const ref::Format format = d == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+// The encoders (number_formats.glsl) against the reference's, bit for bit,
+// from f32 inputs into an fp8, f16 or bf16 cache: every f16 value (so every
+// fp8 subnormal, normal, rounding class and saturation, and every f16 value
+// as itself), every tie between adjacent values of the format and the f32
+// values just either side of it (bf16's subnormal ties are f32 denormals),
+// f32 subnormals, infinities and NaNs (any NaN code for a NaN).
+TEST_F(WriteKvCache, EncodingMatchesTheReferenceAtEveryTie) {
+  for (DType d : {DType::fp8_e4m3, DType::fp8_e5m2, DType::f16, DType::bf16}) {
+    const ref::Format format = d == DType::fp8_e4m3 ? ref::Format::e4m3
+                               : d == DType::fp8_e5m2 ? ref::Format::e5m2
+                               : d == DType::f16      ? ref::Format::f16
+                                                      : ref::Format::bf16;
+    const uint32_t width = d == DType::f16 || d == DType::bf16 ? 16 : 8, sign_bit = 1u << (width - 1);
     auto is_nan = [&](uint32_t code) { return std::isnan(ref::decode(format, code)); };
     std::vector<float> x;
     for (uint32_t h = 0; h < 65536; ++h) x.push_back(static_cast<float>(ref::f16_to_double(static_cast<uint16_t>(h))));
-    for (uint32_t code = 0; code < 127; ++code) {   // positive codes and the next one up
+    for (uint32_t code = 0; code + 1 < sign_bit; ++code) {   // positive codes and the next one up
       const double lo = ref::decode(format, code), hi = ref::decode(format, code + 1);
       if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
-      const float tie = static_cast<float>((lo + hi) / 2);   // exact: fp8 ties have few bits
+      const float tie = static_cast<float>((lo + hi) / 2);   // exact: these formats' ties fit an f32
       for (float t : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)}) {
         x.push_back(t);
         x.push_back(-t);
       }
+    }
+    // Past the largest finite value: its tie with the next power of two, and beyond.
+    const double top = ref::max_finite(format), past = top + ref::ulp_at(format, top) / 2;
+    for (float t : {static_cast<float>(past), std::nextafter(static_cast<float>(past), 0.0f), static_cast<float>(2 * top)}) {
+      x.push_back(t);
+      x.push_back(-t);
     }
     for (float t : {1e-45f, 1e-40f, 1.17549421e-38f, 1e30f, 3.4028235e38f, INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f})
       x.push_back(t);
@@ -200,19 +211,26 @@ TEST_F(WriteKvCache, Fp8EncodingMatchesTheReferenceAtEveryTie) {
                    TensorView::contiguous(sb, DType::i64, {n}));
     const auto got_k = cache.read_blocks(KvPart::key, 0, cfg.num_blocks);
     const auto got_v = cache.read_blocks(KvPart::value, 0, cfg.num_blocks);
+    const uint32_t esize = width / 8;
+    auto code_at = [&](const std::vector<uint8_t>& bytes, uint64_t element) {
+      uint32_t c = 0;
+      std::memcpy(&c, &bytes[element * esize], esize);
+      return c;
+    };
     size_t wrong = 0;
     for (uint32_t t = 0; t < n; ++t)
       for (uint32_t e = 0; e < D; ++e) {
         const size_t i = size_t(t) * D + e;
-        const uint64_t at_k = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::key, t % bs, 0, e);
-        const uint64_t at_v = uint64_t(t / bs) * cache.block_bytes() + cache.element_in_block(KvPart::value, t % bs, 0, e);
+        const uint64_t at_k = uint64_t(t / bs) * cache.block_bytes() / esize + cache.element_in_block(KvPart::key, t % bs, 0, e);
+        const uint64_t at_v = uint64_t(t / bs) * cache.block_bytes() / esize + cache.element_in_block(KvPart::value, t % bs, 0, e);
+        const uint32_t got_kc = code_at(got_k, at_k), got_vc = code_at(got_v, at_v);
         const uint32_t want_k = ref::encode(format, x[i]), want_v = ref::encode(format, v[i]);
-        // A NaN's sign after arithmetic (the kernel's x * inv_scale) is
+        // A NaN's sign after arithmetic (the fp8 kernel's x * inv_scale) is
         // unspecified: the H200 returns the positive canonical NaN.
         auto same = [&](uint32_t got, uint32_t want) { return got == want || (is_nan(got) && is_nan(want)); };
-        if ((!same(got_k[at_k], want_k) || !same(got_v[at_v], want_v)) && wrong++ < 5)
-          ADD_FAILURE() << dtype_name(d) << ": " << x[i] << " / " << v[i] << " stored as 0x" << std::hex << int(got_k[at_k]) << " / 0x"
-                        << int(got_v[at_v]) << ", the reference's 0x" << want_k << " / 0x" << want_v << std::dec;
+        if ((!same(got_kc, want_k) || !same(got_vc, want_v)) && wrong++ < 5)
+          ADD_FAILURE() << dtype_name(d) << ": " << x[i] << " / " << v[i] << " stored as 0x" << std::hex << got_kc << " / 0x"
+                        << got_vc << ", the reference's 0x" << want_k << " / 0x" << want_v << std::dec;
       }
     EXPECT_EQ(wrong, 0u) << dtype_name(d) << ", " << x.size() << " values";
   }

@@ -31,6 +31,7 @@ const bool PA_FP8_CACHE = false;   // K/V are q's dtype (PA_CACHE_DTYPE = PA_Q_D
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t q16[]; };
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut16 { uint16_t out16[]; };
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut32 { float out32[]; };
+layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOutVec { uvec4 out_vec[]; };
 layout(set = 0, binding = BS_BINDING_LSE, std430) writeonly buffer BsLse { float lse_out[]; };
 layout(set = 0, binding = BS_BINDING_ROW_MAX, std430) writeonly buffer BsRowMax { float row_max_out[]; };
 layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsK16 { uint16_t k16[]; };
@@ -257,18 +258,19 @@ float pa_result_factor(PaItem it, uint r, float m, float l) {
   return factor;
 }
 
-void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l, float factor) {
-  if (r >= it.row_count) return;
+// Element d of out's row: its index in the out view.
+uint bs_out_at(PaItem it, uint q, uint d) {
+  return bs_view_offset(BS_BINDING_OUT - 1u) + it.b * pc.out_batch_stride + it.h * pc.out_head_stride + q * pc.out_token_stride + d;
+}
+
+// What a row's result writes once, with its element 0: the ALiBi slope's
+// check (once per item), the LSE and the row max.
+void bs_write_row_once(PaItem it, uint r, float m, float l) {
   const uint q = it.row_start + r;
-  if (d == 0u && r == 0u && (BS_SCORE_MODS & BS_SCORE_ALIBI) != 0u) {   // once per item: its head's slope
+  if (r == 0u && (BS_SCORE_MODS & BS_SCORE_ALIBI) != 0u) {   // once per item: its head's slope
     const float slope = bs_alibi[bs_view_offset(BS_BINDING_ALIBI - 1u) + it.h];
     if (isnan(slope) || isinf(slope)) vka_report(STATUS_PARAMETER, 0u, it.h, floatBitsToUint(slope));
   }
-  const uint at = bs_view_offset(BS_BINDING_OUT - 1u) + it.b * pc.out_batch_stride + it.h * pc.out_head_stride +
-                  q * pc.out_token_stride + d;
-  if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = o * factor;
-  else out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, o * factor));
-  if (d != 0u) return;
   const uint row = (it.b * PA_NUM_Q_HEADS + it.h) * pc.q_len + q;
   if (PA_WRITE_LSE != 0u) {
     float unused, lse;
@@ -276,6 +278,33 @@ void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l
     lse_out[bs_view_offset(BS_BINDING_LSE - 1u) + row] = lse;
   }
   if (BS_WRITE_ROW_MAX != 0u) row_max_out[bs_view_offset(BS_BINDING_ROW_MAX - 1u) + row] = m;
+}
+
+void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l, float factor) {
+  if (r >= it.row_count) return;
+  const uint at = bs_out_at(it, it.row_start + r, d);
+  if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = o * factor;
+  else out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, o * factor));
+  if (d == 0u) bs_write_row_once(it, r, m, l);
+}
+
+// Elements d .. d + 7 (d a multiple of 8) of local row r's result: one
+// 16-byte store for a 16-bit output (f32: two) whose rows lie on 16-byte
+// words (BS_FLAG_OUT_WIDE), else one element at a time (paged_attention_io.glsl's).
+void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, float l, float factor) {
+  if ((pc.flags & BS_FLAG_OUT_WIDE) == 0u) {
+    [[unroll]] for (uint i = 0; i < 8u; ++i) pa_write_result_scaled(it, r, d + i, o[i], m, l, factor);
+    return;
+  }
+  if (r >= it.row_count) return;
+  const uint at = bs_out_at(it, it.row_start + r, d);
+  if (PA_OUT_DTYPE == DTYPE_F32) {
+    out_vec[at / 4u] = floatBitsToUint(vec4(o[0], o[1], o[2], o[3]) * factor);
+    out_vec[at / 4u + 1u] = floatBitsToUint(vec4(o[4], o[5], o[6], o[7]) * factor);
+  } else {
+    out_vec[at / 8u] = vka_encode16x8(PA_OUT_DTYPE, o, factor);
+  }
+  if (d == 0u) bs_write_row_once(it, r, m, l);
 }
 
 void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {

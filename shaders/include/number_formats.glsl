@@ -8,8 +8,9 @@
 //   * NaN becomes the canonical NaN with the sign bit kept
 //     (f16 0x7E00/0xFE00, bf16 0x7FC0/0xFFC0, e4m3 0x7F/0xFF, e5m2 0x7E/0xFE);
 //   * -0.0 keeps its sign.
-// Everything is integer arithmetic on bit patterns so results do not depend on
-// the device's f32 denormal flushing or float conversion rounding. (Inputs must
+// Integer arithmetic on bit patterns, and float products only where they are
+// exact and far from f32's denormals, so results do not depend on the
+// device's f32 denormal flushing or float conversion rounding. (Inputs must
 // still reach these functions unflushed: f32 denormals matter for bf16.)
 // Encoders return the format's bits in the low bits of a uint; decoders ignore
 // bits above the format's width.
@@ -19,41 +20,6 @@
 #define VKATTN_NUMBER_FORMATS_GLSL
 
 #include "abi/common.h"   // DTYPE_*
-
-// Generic encoder; the wrappers pass constants and the compiler folds them.
-// max_bits / nan_bits are magnitudes (sign clear), listed explicitly because
-// e4m3fn keeps finite values in its all-ones exponent. Selects, no branches
-// (0 and infinity need no cases of their own: 0 encodes as 0, infinity
-// saturates like any value past max finite).
-uint vka_nf_encode(float x, int ebits, int mbits, int bias, uint max_bits, uint nan_bits)
-{
-    uint b = floatBitsToUint(x);
-    uint sign = (b >> 31) << uint(ebits + mbits);
-    uint ef = (b >> 23) & 0xFFu;
-    uint mf = b & 0x7FFFFFu;
-    // The f32 value is sig * 2^(eff - 150) for normals and denormals alike
-    // (and 0 gives sig 0, which encodes as 0 below).
-    int eff = max(int(ef), 1);
-    uint sig = (ef == 0u) ? mf : (mf | 0x800000u);
-    // Target exponent, clamped to the minimum normal one so subnormal rounding
-    // is the same code. Every target's minimum normal exponent is >= -126, so
-    // f32 denormal inputs (true exponent < -126) clamp correctly too.
-    int e = max(eff - 127, 1 - bias);
-    // Drop s bits to reach quanta of 2^(e - mbits). s >= 23 - mbits > 0. Past
-    // 25 bits the 24-bit sig is below half a quantum and rounds to 0 anyway;
-    // capping keeps the shifts below 32, where GLSL shifts are defined.
-    int s = min(e - eff + 150 - mbits, 25);
-    uint m = sig >> uint(s);
-    uint rem = sig & ((1u << uint(s)) - 1u);
-    uint halfway = 1u << uint(s - 1);
-    m += (rem > halfway || (rem == halfway && (m & 1u) != 0u)) ? 1u : 0u;
-    // m carries the implicit one when normal, so adding it to the (biased
-    // exponent - 1) field covers subnormals, subnormal->normal and mantissa
-    // carries alike. Anything past max finite (a larger exponent, infinity,
-    // or e4m3's NaN slot) lands above max_bits and saturates.
-    uint bits = min((uint(e + bias - 1) << uint(mbits)) + m, max_bits);
-    return sign | ((ef == 0xFFu && mf != 0u) ? nan_bits : bits);
-}
 
 // Generic decoder. Every value of these formats is exactly representable in
 // f32; all but bf16 subnormals are f32 normals.
@@ -87,10 +53,7 @@ float vka_nf_decode(uint bits, int ebits, int mbits, int bias, uint max_bits, bo
     return uintBitsToFloat(sign | (uint(fe) << 23) | ((man ^ (1u << uint(p))) << uint(23 - p)));
 }
 
-uint vka_f32_to_f16(float x) { return vka_nf_encode(x, 5, 10, 15, 0x7BFFu, 0x7E00u); }
 float vka_f16_to_f32(uint bits) { return vka_nf_decode(bits, 5, 10, 15, 0x7BFFu, true); }
-
-uint vka_f32_to_bf16(float x) { return vka_nf_encode(x, 8, 7, 127, 0x7F7Fu, 0x7FC0u); }
 float vka_bf16_to_f32(uint bits) { return vka_nf_decode(bits, 8, 7, 127, 0x7F7Fu, true); }
 
 // Eight f16 (or, with bf16, bf16) values packed two to a word, as f32: both
@@ -109,16 +72,18 @@ void vka_decode_16bit8(uvec4 w, bool bf16, out float x[8]) {
   }
 }
 
-// f32 to an fp8 format (mbits mantissa bits, exponent bias `bias`): the
-// same bits as vka_nf_encode (round to nearest even, saturating to max_bits,
-// infinities too; NaN to nan_bits) in about half the instructions, which
-// bound write_kv_cache into an fp8 cache. A test checks it against the
-// reference at every tie (test_write_kv_cache.cpp). Normals round by integer
-// carry into the exponent field; values below the smallest normal
-// 2^(1 - bias) are a whole number of quanta 2^(1 - bias - mbits), scaled
-// exactly and rounded by roundEven.
-uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) {
-  const uint b = floatBitsToUint(x), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
+// f32 to a narrow format of `width` bits (mbits mantissa bits, exponent
+// bias `bias` <= 127 - mbits, so that its subnormal quantum times the scale
+// below stays an f32 normal): the host reference's bits (round to nearest
+// even, saturating to max_bits, infinities too; NaN to nan_bits) in about
+// half the instructions of a general encoder by exponent and mantissa fields,
+// which bound write_kv_cache into an fp8 cache and the kernels' 16-bit output
+// stores. A test checks it against the reference at every tie
+// (test_write_kv_cache.cpp). Normals round by integer carry into the exponent
+// field; values below the smallest normal 2^(1 - bias) are a whole number of
+// quanta 2^(1 - bias - mbits), scaled exactly and rounded by roundEven.
+uint vka_f32_to_narrow(float x, uint width, int mbits, int bias, uint max_bits, uint nan_bits) {
+  const uint b = floatBitsToUint(x), sign = (b >> (32u - width)) & (1u << (width - 1u)), a = b & 0x7FFFFFFFu;
   const uint s = uint(23 - mbits);
   const uint r = a + ((1u << (s - 1u)) - 1u) + ((a >> s) & 1u);
   const uint normal = min((r >> s) - (uint(127 - bias) << uint(mbits)), max_bits);
@@ -126,6 +91,21 @@ uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) 
   const uint subnormal = uint(roundEven(uintBitsToFloat(a) * quanta));
   const uint code = a < (uint(128 - bias) << 23) ? subnormal : normal;
   return sign | (a > 0x7F800000u ? nan_bits : code);
+}
+uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) {
+  return vka_f32_to_narrow(x, 8u, mbits, bias, max_bits, nan_bits);
+}
+
+// f16: the narrow encoder (an f32 denormal is far below f16's quantum 2^-24,
+// so flushing one cannot change the result).
+uint vka_f32_to_f16(float x) { return vka_f32_to_narrow(x, 16u, 10, 15, 0x7BFFu, 0x7E00u); }
+// bf16 has f32's exponent range, so rounding f32's bits at bit 16 is the
+// whole encoder, subnormals included (f32 denormals are bf16's subnormals
+// with more bits); past max finite, infinities too, saturates.
+uint vka_f32_to_bf16(float x) {
+  const uint b = floatBitsToUint(x), sign = (b >> 16) & 0x8000u, a = b & 0x7FFFFFFFu;
+  const uint r = (a + 0x7FFFu + ((a >> 16) & 1u)) >> 16;
+  return sign | (a > 0x7F800000u ? 0x7FC0u : min(r, 0x7F7Fu));
 }
 
 uint vka_f32_to_e4m3(float x) { return vka_f32_to_fp8(x, 3, 7, 0x7Eu, 0x7Fu); }
@@ -159,6 +139,15 @@ uint vka_encode(uint dtype, float x) {
   if (dtype == DTYPE_BF16) return vka_f32_to_bf16(x);
   if (dtype == DTYPE_FP8_E4M3) return vka_f32_to_e4m3(x);
   return vka_f32_to_e5m2(x);
+}
+
+// x[0..7] times `factor` in the 16-bit format `dtype` (DTYPE_F16 or
+// DTYPE_BF16), two to a word in order: one 16-byte store's worth.
+uvec4 vka_encode16x8(uint dtype, float x[8], float factor) {
+  uvec4 w;
+  for (uint i = 0; i < 4u; ++i)
+    w[i] = vka_encode(dtype, x[2u * i] * factor) | (vka_encode(dtype, x[2u * i + 1u] * factor) << 16);
+  return w;
 }
 
 #endif  // VKATTN_NUMBER_FORMATS_GLSL

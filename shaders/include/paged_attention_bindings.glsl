@@ -14,6 +14,9 @@ layout(set = 0, binding = PA_BINDING_Q, std430) readonly buffer Q16 { uint16_t q
 layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out16 { uint16_t out16[]; };
 layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out32 { float out32[]; };
 layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out8 { uint8_t out8[]; };
+#if defined(PA_PREFILL_KERNEL) && PA_PREFILL_KERNEL   // (the reduce and the check include this alone)
+layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer OutVec { uvec4 out_vec[]; };
+#endif
 layout(set = 0, binding = PA_BINDING_LSE, std430) writeonly buffer Lse { float lse_out[]; };
 layout(set = 0, binding = PA_BINDING_QUERY_START_LOC, std430) readonly buffer QueryStartLoc { int query_start_words[]; };
 layout(set = 0, binding = PA_BINDING_SEQ_LENS, std430) readonly buffer SeqLens { int seq_len_words[]; };

@@ -418,6 +418,17 @@ float pa_result_factor(PaItem it, uint r, float m, float l) {
   return factor;
 }
 
+// What a row's result writes once, with its element 0: the ALiBi slope's
+// check, and without split-KV the LSE (and the sink's check).
+void pa_write_row_once(uint token, uint head, float m, float l) {
+  if (PA_HAS_ALIBI != 0u) pa_alibi_slope_checked(head);
+  if (PA_WRITES_PARTIAL || (PA_WRITE_LSE == 0u && PA_HAS_SINKS == 0u)) return;
+  float unused, lse;
+  const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, true) : VKA_NEG_INF;
+  vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, unused, lse);
+  if (PA_WRITE_LSE != 0u) pa_write_lse(token, head, lse);
+}
+
 // Element d of local row r's result, from its unnormalised accumulator o,
 // softmax state (m, l) and pa_result_factor: the output (and LSE, written
 // with d == 0) without split-KV; with it, this segment's partial result for
@@ -427,19 +438,37 @@ void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l
   const uint row = it.row_start + r;
   const uint token = it.token0 + row / PA_GQA;
   const uint head = it.kv_head * PA_GQA + row % PA_GQA;
-  if (d == 0u && PA_HAS_ALIBI != 0u) pa_alibi_slope_checked(head);
-  if (PA_WRITES_PARTIAL) {
-    pa_write_partial(token, head, it.segment, d, o, m, l);
+  if (PA_WRITES_PARTIAL) pa_write_partial(token, head, it.segment, d, o, m, l);
+  else pa_write_out(token, head, d, o * factor);
+  if (d == 0u) pa_write_row_once(token, head, m, l);
+}
+
+#if PA_PREFILL_KERNEL
+// Elements d .. d + 7 (d a multiple of 8) of local row r's result, as
+// pa_write_result_scaled writes them: one 16-byte store for a 16-bit output
+// (f32: two) whose rows lie on 16-byte words (PA_FLAG_OUT_WIDE), else one
+// element at a time. (The prefill kernel's epilogue made 64 2-byte stores
+// per invocation and item.)
+void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, float l, float factor) {
+  const bool narrow_out = PA_OUT_DTYPE == DTYPE_FP8_E4M3 || PA_OUT_DTYPE == DTYPE_FP8_E5M2;
+  if (PA_WRITES_PARTIAL || narrow_out || (pc.flags & PA_FLAG_OUT_WIDE) == 0u) {
+    [[unroll]] for (uint i = 0; i < 8u; ++i) pa_write_result_scaled(it, r, d + i, o[i], m, l, factor);
     return;
   }
-  pa_write_out(token, head, d, o * factor);
-  if (d == 0u && (PA_WRITE_LSE != 0u || PA_HAS_SINKS != 0u)) {   // once per row: the LSE, and the sink's check
-    float unused, lse;
-    const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, true) : VKA_NEG_INF;
-    vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, unused, lse);
-    if (PA_WRITE_LSE != 0u) pa_write_lse(token, head, lse);
+  if (r >= it.row_count) return;
+  const uint row = it.row_start + r;
+  const uint token = it.token0 + row / PA_GQA;
+  const uint head = it.kv_head * PA_GQA + row % PA_GQA;
+  const uint at = pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d;
+  if (PA_OUT_DTYPE == DTYPE_F32) {
+    out_vec[at / 4u] = floatBitsToUint(vec4(o[0], o[1], o[2], o[3]) * factor);
+    out_vec[at / 4u + 1u] = floatBitsToUint(vec4(o[4], o[5], o[6], o[7]) * factor);
+  } else {
+    out_vec[at / 8u] = vka_encode16x8(PA_OUT_DTYPE, o, factor);
   }
+  if (d == 0u) pa_write_row_once(token, head, m, l);
 }
+#endif
 
 void pa_write_result(PaItem it, uint r, uint d, float o, float m, float l) {
   pa_write_result_scaled(it, r, d, o, m, l, pa_result_factor(it, r, m, l));

@@ -480,6 +480,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
   if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)}))
     push.flags |= abi::BS_FLAG_Q_WIDE;
+  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)}))
+    push.flags |= abi::BS_FLAG_OUT_WIDE;
   push.batch = static_cast<uint32_t>(B);
   set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));

@@ -575,6 +575,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     if (!wide) push.flags |= abi::PA_FLAG_SUFFIX_NARROW;
   }
   if (rows_of_8_on_words(view_offset(abi::PA_VIEW_Q), {a.q.stride(0), a.q.stride(1)})) push.flags |= abi::PA_FLAG_Q_WIDE;
+  if (rows_of_8_on_words(view_offset(abi::PA_VIEW_OUT), {a.out.stride(0), a.out.stride(1)})) push.flags |= abi::PA_FLAG_OUT_WIDE;
 
   PagedAttentionVariant v;
   v.alibi = o.alibi_slopes.has_value();

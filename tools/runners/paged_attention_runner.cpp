@@ -465,11 +465,17 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
   // Outputs poisoned with NaN bytes, with a guard region after them.
   constexpr uint64_t kGuard = 256;
   const std::size_t oes = dtype_size(c.out_dtype);
+  // Token rows out_token_padding elements apart (a strided view).
+  const uint64_t out_stride = row + c.out_token_padding;
   const uint64_t out_bytes = uint64_t(Tcap) * row * oes, lse_bytes = uint64_t(Tcap) * Hq * 4;
-  Buffer obuf(ctx, out_bytes + kGuard), lbuf(ctx, lse_bytes + kGuard);
+  // (Rounded up to words: a fill of 4-byte words leaves a buffer's last bytes
+  // past its last whole word as they were, not poisoned.)
+  const uint64_t out_laid_bytes = (uint64_t(Tcap) * out_stride * oes + 3) / 4 * 4;
+  Buffer obuf(ctx, out_laid_bytes + kGuard), lbuf(ctx, lse_bytes + kGuard);
   obuf.fill(0xFFFFFFFFu);
   lbuf.fill(0xFFFFFFFFu);
   TensorView ov = TensorView::contiguous(obuf, c.out_dtype, {Tcap, Hq, D});
+  if (c.out_token_padding) ov.strides = {int64_t(out_stride), int64_t(D), 1};
   std::optional<TensorView> lv;
   if (c.with_lse) lv = TensorView::contiguous(lbuf, DType::f32, {Tcap, Hq});
 
@@ -576,8 +582,18 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
     }
   }
 
-  std::vector<uint8_t> out_raw(out_bytes + kGuard), lse_raw(lse_bytes + kGuard);
-  obuf.download(out_raw.data(), out_raw.size());
+  std::vector<uint8_t> out_laid(out_laid_bytes + kGuard), lse_raw(lse_bytes + kGuard);
+  obuf.download(out_laid.data(), out_laid.size());
+  // The rows side by side (the guard after them), and the padding between
+  // them checked untouched.
+  std::vector<uint8_t> out_raw(out_bytes + kGuard);
+  bool padding_written = false;
+  for (uint64_t t = 0; t < Tcap; ++t) {
+    const auto at = out_laid.begin() + t * out_stride * oes;
+    std::copy_n(at, row * oes, out_raw.begin() + t * row * oes);
+    padding_written = padding_written || std::any_of(at + row * oes, at + out_stride * oes, [](uint8_t b) { return b != 0xFF; });
+  }
+  std::copy_n(out_laid.begin() + out_laid_bytes, kGuard, out_raw.begin() + out_bytes);
   if (c.with_lse) lbuf.download(lse_raw.data(), lse_raw.size());
 
   // The reference, on the pool alone.
@@ -708,6 +724,7 @@ RunResult run_paged_attention(Context& ctx, const PagedAttentionCase& c, PagedAt
       }
     }
   }
+  if (padding_written) fail("out was written between its token rows (out_token_padding)");
   // Past the batch's rows (a replay plan's spare tokens) and past the views:
   // untouched.
   for (uint64_t i = batch_out_bytes; i < out_raw.size(); ++i)

@@ -67,6 +67,7 @@ struct PagedAttentionCase {
   uint32_t table_slack = 2;       // block-table entries past the longest sequence's blocks
   bool junk_table_tail = true;    // unused table entries hold out-of-range junk (never read)
   uint32_t q_token_padding = 0;   // elements between q token rows (a strided view)
+  uint32_t out_token_padding = 0; // elements between out token rows (never written)
   double q_amplitude = 2.0;       // q, K uniform in [-a, a]: logits of spread ~1.3 at scale 1/sqrt(D)
   double k_amplitude = 2.0;
   double v_amplitude = 1.0;

@@ -57,6 +57,7 @@ VKA_CONST(BS_SCORE_BIAS, 8)                // + bias[h][q_idx][kv_idx]
 VKA_CONST(BS_FLAG_FULL_BLOCKS, 1)          // the full-block lists are given
 VKA_CONST(BS_FLAG_NARROW_KV, 2)            // K/V offsets or strides are not multiples of 8 elements: 2-byte loads
 VKA_CONST(BS_FLAG_Q_WIDE, 4)               // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
+VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
 
 // The core's constants (ids 0..23, as paged attention: head size, tile,
 // dtypes, LSE; the paged cache's are unused) and the op's own.

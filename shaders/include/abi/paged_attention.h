@@ -50,6 +50,7 @@ VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or s
 VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype: the prefill kernel's items are not split (below)
 VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an item's segments to finish merges them (below)
 VKA_CONST(PA_FLAG_Q_WIDE, 64)           // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
+VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
 
 // Split runs: the workspace starts with PA_SPLIT_COUNTER_WORDS arrival
 // counters, one per work item, and the partial results follow them (in every
