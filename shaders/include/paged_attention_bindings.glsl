@@ -43,6 +43,9 @@ layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED writ
 layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) coherent buffer WorkspaceWords { uint workspace_words[]; };
 layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED readonly buffer WorkspaceIn4 { vec4 workspace_in4[]; };
 layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED readonly buffer WorkspaceIn2 { vec2 workspace_in2[]; };
+#if defined(PA_PREFILL_KERNEL) && PA_PREFILL_KERNEL
+layout(set = 0, binding = PA_BINDING_WORKSPACE, std430) PA_WORKSPACE_SHARED writeonly buffer WorkspaceOut4 { vec4 workspace4[]; };
+#endif
 #endif
 
 // Element offset of view `v` (PA_VIEW_*) inside its binding.
@@ -121,13 +124,14 @@ uint pa_partial_stats(uint slot) {
 uint pa_partial_out(uint slot, uint d) { return pa_partials_at() + slot * PA_HEAD_SIZE + d; }
 
 #ifndef VKATTN_PAGED_ATTENTION_REDUCE
+void pa_write_partial_stats(uint slot, float m, float l) {
+  workspace[pa_partial_stats(slot)] = m;
+  workspace[pa_partial_stats(slot) + 1u] = l;
+}
 void pa_write_partial(uint token, uint head, uint segment, uint d, float o, float m, float l) {
   const uint slot = pa_partial_slot(token, head, segment);
   workspace[pa_partial_out(slot, d)] = o;
-  if (d == 0u) {
-    workspace[pa_partial_stats(slot)] = m;
-    workspace[pa_partial_stats(slot) + 1u] = l;
-  }
+  if (d == 0u) pa_write_partial_stats(slot, m, l);
 }
 #endif
 #endif

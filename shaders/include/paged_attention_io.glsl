@@ -445,13 +445,14 @@ void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l
 
 #if PA_PREFILL_KERNEL
 // Elements d .. d + 7 (d a multiple of 8) of local row r's result, as
-// pa_write_result_scaled writes them: one 16-byte store for a 16-bit output
-// (f32: two) whose rows lie on 16-byte words (PA_FLAG_OUT_WIDE), else one
-// element at a time. (The prefill kernel's epilogue made 64 2-byte stores
-// per invocation and item.)
+// pa_write_result_scaled writes them: one 16-byte store for a 16-bit output,
+// two for f32 outputs and split-KV partial results (which
+// abi/paged_attention.h aligns), where out's rows lie on 16-byte words
+// (PA_FLAG_OUT_WIDE); fp8 outputs and the rest one element at a time. (The
+// prefill kernel's epilogue made 64 element stores per invocation and item.)
 void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, float l, float factor) {
-  const bool narrow_out = PA_OUT_DTYPE == DTYPE_FP8_E4M3 || PA_OUT_DTYPE == DTYPE_FP8_E5M2;
-  if (PA_WRITES_PARTIAL || narrow_out || (pc.flags & PA_FLAG_OUT_WIDE) == 0u) {
+  const bool narrow_out = PA_OUT_DTYPE == DTYPE_FP8_E4M3 || PA_OUT_DTYPE == DTYPE_FP8_E5M2 || (pc.flags & PA_FLAG_OUT_WIDE) == 0u;
+  if (!PA_WRITES_PARTIAL && narrow_out) {
     [[unroll]] for (uint i = 0; i < 8u; ++i) pa_write_result_scaled(it, r, d + i, o[i], m, l, factor);
     return;
   }
@@ -459,12 +460,19 @@ void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, flo
   const uint row = it.row_start + r;
   const uint token = it.token0 + row / PA_GQA;
   const uint head = it.kv_head * PA_GQA + row % PA_GQA;
-  const uint at = pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d;
-  if (PA_OUT_DTYPE == DTYPE_F32) {
-    out_vec[at / 4u] = floatBitsToUint(vec4(o[0], o[1], o[2], o[3]) * factor);
-    out_vec[at / 4u + 1u] = floatBitsToUint(vec4(o[4], o[5], o[6], o[7]) * factor);
+  if (PA_WRITES_PARTIAL) {
+    const uint slot = pa_partial_slot(token, head, it.segment), at = pa_partial_out(slot, d);
+    workspace4[at / 4u] = vec4(o[0], o[1], o[2], o[3]);
+    workspace4[at / 4u + 1u] = vec4(o[4], o[5], o[6], o[7]);
+    if (d == 0u) pa_write_partial_stats(slot, m, l);
   } else {
-    out_vec[at / 8u] = vka_encode16x8(PA_OUT_DTYPE, o, factor);
+    const uint at = pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d;
+    if (PA_OUT_DTYPE == DTYPE_F32) {
+      out_vec[at / 4u] = floatBitsToUint(vec4(o[0], o[1], o[2], o[3]) * factor);
+      out_vec[at / 4u + 1u] = floatBitsToUint(vec4(o[4], o[5], o[6], o[7]) * factor);
+    } else {
+      out_vec[at / 8u] = vka_encode16x8(PA_OUT_DTYPE, o, factor);
+    }
   }
   if (d == 0u) pa_write_row_once(token, head, m, l);
 }
