@@ -32,6 +32,7 @@ layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut16 { uint16_t out16[]; };
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut32 { float out32[]; };
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOutVec { uvec4 out_vec[]; };
+#include "out_words.glsl"
 layout(set = 0, binding = BS_BINDING_LSE, std430) writeonly buffer BsLse { float lse_out[]; };
 layout(set = 0, binding = BS_BINDING_ROW_MAX, std430) writeonly buffer BsRowMax { float row_max_out[]; };
 layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsK16 { uint16_t k16[]; };
@@ -297,13 +298,7 @@ void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, flo
     return;
   }
   if (r >= it.row_count) return;
-  const uint at = bs_out_at(it, it.row_start + r, d);
-  if (PA_OUT_DTYPE == DTYPE_F32) {
-    out_vec[at / 4u] = floatBitsToUint(vec4(o[0], o[1], o[2], o[3]) * factor);
-    out_vec[at / 4u + 1u] = floatBitsToUint(vec4(o[4], o[5], o[6], o[7]) * factor);
-  } else {
-    out_vec[at / 8u] = vka_encode16x8(PA_OUT_DTYPE, o, factor);
-  }
+  vka_store_out8(bs_out_at(it, it.row_start + r, d), o, factor);
   if (d == 0u) bs_write_row_once(it, r, m, l);
 }
 

@@ -16,6 +16,7 @@ layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out32 { float
 layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer Out8 { uint8_t out8[]; };
 #if defined(PA_PREFILL_KERNEL) && PA_PREFILL_KERNEL   // (the reduce and the check include this alone)
 layout(set = 0, binding = PA_BINDING_OUT, std430) writeonly buffer OutVec { uvec4 out_vec[]; };
+#include "out_words.glsl"
 #endif
 layout(set = 0, binding = PA_BINDING_LSE, std430) writeonly buffer Lse { float lse_out[]; };
 layout(set = 0, binding = PA_BINDING_QUERY_START_LOC, std430) readonly buffer QueryStartLoc { int query_start_words[]; };
