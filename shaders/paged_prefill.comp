@@ -117,16 +117,11 @@ const uint QG = 2u;
 // subgroups above head size 128, whose tiles are 16 keys) each tile's V is
 // staged with its K and multiplied within its own tile: the lag cost those
 // 18% and 16% (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V").
-// Nor in paged attention's bf16 modules: the carried P took them past 255
-// registers, and the driver kept 9 of them per invocation in shared memory
-// (48800 bytes, not 39584); without the lag they run as fast as f16
-// (DEVELOPERS.md, "bf16 prefill without the lag"). Block-sparse bf16 keeps
-// it (no spill there; not measured without).
 // KEY_TILES: the tiles whose keys key_at holds, located ahead of their
 // loads. A literal per path, not a function of the head size
 // (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's pairs
 // of subgroups (head size 256) keep its 3 without the lag.
-#if VKATTN_PATH == 2 && !(PA_MATRIX_BF16 && !VKA_OP_BLOCK_SPARSE)
+#if VKATTN_PATH == 2
 const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u;
 #else
 const bool V_LAG = false;
