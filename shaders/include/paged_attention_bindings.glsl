@@ -97,9 +97,13 @@ float pa_sink(uint head, bool check) {
   return s;
 }
 
+// The index of element d of the output row (token, head) in the out view.
+// (A macro, so that each writer's code is what it was written inline.)
+#define PA_OUT_AT(token, head, d) (pa_view_offset(PA_VIEW_OUT) + (token) * pc.out_token_stride + (head) * pc.out_head_stride + (d))
+
 // Element d of the output row (token, head), encoded to the output dtype.
 void pa_write_out(uint token, uint head, uint d, float value) {
-  const uint at = pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d;
+  const uint at = PA_OUT_AT(token, head, d);
   if (PA_OUT_DTYPE == DTYPE_F32) out32[at] = value;
   else if (PA_OUT_DTYPE == DTYPE_F16 || PA_OUT_DTYPE == DTYPE_BF16) out16[at] = uint16_t(vka_encode(PA_OUT_DTYPE, value));
   else out8[at] = uint8_t(vka_encode(PA_OUT_DTYPE, value * pc.out_inv_scale));

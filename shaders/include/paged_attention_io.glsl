@@ -466,7 +466,7 @@ void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, flo
     workspace4[at / 4u + 1u] = vec4(o[4], o[5], o[6], o[7]);
     if (d == 0u) pa_write_partial_stats(slot, m, l);
   } else {
-    vka_store_out8(pa_view_offset(PA_VIEW_OUT) + token * pc.out_token_stride + head * pc.out_head_stride + d, o, factor);
+    vka_store_out8(PA_OUT_AT(token, head, d), o, factor);
   }
   if (d == 0u) pa_write_row_once(token, head, m, l);
 }
