@@ -9,14 +9,13 @@
 // That makes the work per byte read grow with the rows, not stay at 16.
 //
 // Per tile t, with two workgroup barriers:
-//   - tile t + 1's K loads and tile t's V loads are issued into registers;
+//   - tile t + 1's K and V loads are issued into registers;
 //   - S = Q K^T for the subgroup's rows (Q in registers, K from shared memory);
-//   - logits, masks, the online softmax and P of tile t, beside
-//     O += P V of tile t - 1 (its P carried in registers, its V staged);
-//   - barrier; tile t's V and tile t + 1's K are staged; barrier.
-// So each tile's V is staged one tile after its K (V_LAG: on the coopmat2
-// path up to head size 128). Elsewhere tile t + 1's V is loaded and staged
-// with its K, and tile t's P V follows its own softmax.
+//   - logits, masks, the online softmax and P of tile t, then O += P V;
+//   - barrier; tile t + 1's K and V are staged; barrier.
+// In the modules with V_LAG (below) each tile's V is loaded and staged one
+// tile later than its K, and tile t - 1's P V (its P carried in registers)
+// runs beside tile t's softmax.
 // The loads' latency hides behind a whole tile's products. Each subgroup
 // holds its Q rows in registers (A matrices, head_size / 8 registers), read
 // once through the K/V tiles' space before the key loop; K and V are read
@@ -112,20 +111,26 @@ const uint PPT = (PA_BN * PA_HEAD_SIZE / 8u + PA_WORKGROUP_SIZE - 1u) / PA_WORKG
 const uint QPT = PA_HEAD_SIZE / 16u / PP_HEAD_PARTS(PA_HEAD_SIZE);
 const uint QG = 2u;
 // Each tile's V staged one tile after its K, and multiplied beside the next
-// tile's softmax: on the coopmat2 path up to head size 128, where the
-// softmax is a tile's long chain. Elsewhere (the KHR module; the pairs of
-// subgroups above head size 128, whose tiles are 16 keys) each tile's V is
-// staged with its K and multiplied within its own tile: the lag cost those
-// 18% and 16% (DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V").
-// KEY_TILES: the tiles whose keys key_at holds, located ahead of their
-// loads. A literal per path, not a function of the head size
-// (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's pairs
-// of subgroups (head size 256) keep its 3 without the lag.
-#if VKATTN_PATH == 2
-const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u;
+// tile's softmax (V_LAG): on the coopmat2 path up to head size 128, in the
+// paged op's f16-matrix modules whose staging does the most per tile: an fp8
+// cache's (decoded as it is staged) and prefix prefill's (two key sources),
+// which run slower without it. Everywhere else each tile's V is staged with
+// its K and multiplied within its own tile, which measured faster: plain f16
+// and every block-sparse module (once the epilogue stopped spilling); the
+// bf16 modules, which the carried P pushed past 255 registers (the driver
+// kept 9 per invocation in shared memory); the KHR module and the pairs of
+// subgroups above head size 128 (16-key tiles). DEVELOPERS.md, "Tile t's
+// softmax beside tile t - 1's P V" and "The V lag, module by module", has
+// the figures. (Ternaries, not &&: glslang emits no spec-constant &&.)
+#if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && !PA_MATRIX_BF16
+const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_FP8_CACHE ? true : PA_KV_SUFFIX != 0u) : false;
 #else
 const bool V_LAG = false;
 #endif
+// KEY_TILES: the tiles whose keys key_at holds, located ahead of their
+// loads. A literal per path, not a function of the head size
+// (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's
+// modules without the lag keep its 3.
 const uint KEY_TILES = PP_KEY_TILES(SM);
 
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
