@@ -104,6 +104,10 @@ struct ContextImpl {
   mutable std::vector<Allocation> deferred;
   bool destroying = false;                        // set by the destructor once it has waited
 
+  // Context::check_device_status reads and clears a recorded op's report
+  // under it, so that of several threads calling it at once one gets it.
+  std::mutex recorded_status_mutex;
+
   // Descriptor sets of ops recorded into the caller's command buffers.
   std::mutex recorded_sets_mutex;
   DescriptorArena recorded_sets;

@@ -187,6 +187,7 @@ void Context::submit_and_wait(const std::function<void(VkCommandBuffer)>& record
 
 void Context::check_device_status() {
   auto& i = impl();
+  std::lock_guard lock(i.recorded_status_mutex);   // (a report's read and its clearing are one step)
   for (uint32_t op = 0; op < detail::kReportingOps; ++op)
     detail::throw_status(i, detail::recorded_slot(static_cast<detail::ReportingOp>(op)));
 }

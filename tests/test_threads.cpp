@@ -3,9 +3,11 @@
 // caller's command buffer goes on while other threads run synchronous ops
 // (with descriptor sets as well as push descriptors).
 #include <atomic>
+#include <barrier>
 #include <thread>
 #include <vector>
 
+#include "abi/common.h"
 #include "context_impl.hpp"
 #include "own_commands.hpp"
 #include "vk_test.hpp"
@@ -100,6 +102,45 @@ TEST_P(ThreadsRecording, RecordingWhileAnotherThreadRunsSynchronousOps) {
   EXPECT_EQ(failures, 0);
   ctx.release_recorded_descriptor_sets();   // the recorded buffers were never submitted
   for (const auto& m : ctx.validation_messages()) ADD_FAILURE() << "validation error: " << m;
+}
+
+// A report of recorded work reaches exactly one of several threads that call
+// check_device_status at once: the read and the clearing of a slot were two
+// steps, and two callers could both read a report before either cleared it.
+// Reports are written into two ops' mapped status slots here, as kernels
+// would, so that a round takes microseconds and the race has many chances.
+TEST(Threads, EachRecordedReportReachesOneCheckingThread) {
+  Context ctx(test_options());
+  auto& impl = ctx.impl();
+  uint32_t* slots[] = {impl.status_words(detail::recorded_slot(detail::ReportingOp::paged_attention)),
+                       impl.status_words(detail::recorded_slot(detail::ReportingOp::block_sparse_attention))};
+  constexpr int kThreads = 4, kRounds = 5000;
+  int wrong_rounds = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    for (uint32_t* words : slots) {   // block_table[0, 2] = 9, as the kernels report it
+      words[1] = 0;
+      words[2] = 2;
+      words[3] = 9;
+      words[0] = abi::STATUS_BLOCK_OUT_OF_RANGE;
+    }
+    std::atomic<int> reports{0};
+    std::barrier go(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&] {
+        go.arrive_and_wait();
+        for (int k = 0; k < 3; ++k) {
+          try {
+            ctx.check_device_status();
+          } catch (const Error&) {
+            ++reports;
+          }
+        }
+      });
+    for (auto& t : threads) t.join();
+    if (reports.load() != 2) ++wrong_rounds;
+  }
+  EXPECT_EQ(wrong_rounds, 0) << "rounds of " << kRounds << " that did not deliver each of 2 reports once";
 }
 
 INSTANTIATE_TEST_SUITE_P(Binding, ThreadsRecording, ::testing::Values(true, false),

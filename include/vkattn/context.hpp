@@ -134,17 +134,25 @@ class Context {
   // Then throws the first device-side error that work reported (see
   // check_device_status): each synchronous call sees only its own. `record`
   // records ops in their recorded forms: a synchronous call made inside it
-  // (this, an op's synchronous form, Buffer::upload, ...) throws.
+  // (this, an op's synchronous form, Buffer::upload, ...) throws; one made
+  // by another thread that `record` waits for never returns (synchronous
+  // calls take turns). Ops recorded into another command buffer, a secondary
+  // one that `record` executes included, report as recorded ops do: through
+  // check_device_status, not here.
   void submit_and_wait(const std::function<void(VkCommandBuffer)>& record);
   // Kernels that find bad device-side input (a slot beyond the cache, a block
   // table or query_start_loc corrupted on the device) record it in a status
   // word instead of touching memory out of bounds. Ops recorded into the
   // caller's command buffers keep one status per op (paged_attention,
   // prefix_prefill with its fused cache write, block_sparse_attention,
-  // build_block_mask, write_kv_cache), holding the first problem each met:
-  // call this once their submission has completed; it throws vkattn::Error
-  // describing one of them, named by its op, and clears it (call again for
-  // the next). It reads mapped memory: no wait, no submission.
+  // build_block_mask, write_kv_cache), holding the first problem each met
+  // in any command buffer of any thread: call this once every submission
+  // that holds such ops has completed (a report read while one still runs
+  // may lack its details, and an op still running may report again after
+  // it is cleared); it throws vkattn::Error describing one of them, named by
+  // its op, and clears it (call again for the next). Of several threads
+  // calling it at once, one gets each report. It reads mapped memory: no
+  // wait, no submission.
   void check_device_status();
   // With descriptor-set binding (no push descriptors), sets recorded into the
   // caller's command buffers stay allocated until this is called; call it when
