@@ -429,15 +429,21 @@ void pa_write_row_once(uint token, uint head, float m, float l) {
   if (PA_WRITE_LSE != 0u) pa_write_lse(token, head, lse);
 }
 
+// Declares `row`, `token` and `head` of local row r: the rows of an item are
+// its tokens' GQA heads, token-major. (A macro, so that its writers' code is
+// what it was written inline.)
+#define PA_ROW_TOKEN_AND_HEAD(it, r)                 \
+  const uint row = (it).row_start + (r);             \
+  const uint token = (it).token0 + row / PA_GQA;     \
+  const uint head = (it).kv_head * PA_GQA + row % PA_GQA;
+
 // Element d of local row r's result, from its unnormalised accumulator o,
 // softmax state (m, l) and pa_result_factor: the output (and LSE, written
 // with d == 0) without split-KV; with it, this segment's partial result for
 // paged_attention_reduce.
 void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l, float factor) {
   if (r >= it.row_count) return;
-  const uint row = it.row_start + r;
-  const uint token = it.token0 + row / PA_GQA;
-  const uint head = it.kv_head * PA_GQA + row % PA_GQA;
+  PA_ROW_TOKEN_AND_HEAD(it, r)
   if (PA_WRITES_PARTIAL) pa_write_partial(token, head, it.segment, d, o, m, l);
   else pa_write_out(token, head, d, o * factor);
   if (d == 0u) pa_write_row_once(token, head, m, l);
@@ -457,9 +463,7 @@ void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, flo
     return;
   }
   if (r >= it.row_count) return;
-  const uint row = it.row_start + r;
-  const uint token = it.token0 + row / PA_GQA;
-  const uint head = it.kv_head * PA_GQA + row % PA_GQA;
+  PA_ROW_TOKEN_AND_HEAD(it, r)
   if (PA_WRITES_PARTIAL) {
     const uint slot = pa_partial_slot(token, head, it.segment), at = pa_partial_out(slot, d);
     workspace4[at / 4u] = vec4(o[0], o[1], o[2], o[3]);
