@@ -179,8 +179,10 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
 #if !VKA_OP_BLOCK_SPARSE
   if (src == PA_SRC_MIXED) src = pa_key_source_of(g_it, k0 + int(j));   // one tile per joined item
 #endif
-  return kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head,
-                        (c % (D / 8u)) * 8u);
+  // Where WG is a multiple of D / 8 (head sizes 64, 128 and 256), each
+  // invocation's pieces hold the same dims: their offset is found once.
+  const uint d = ((WG % (D / 8u) == 0u ? gl_LocalInvocationIndex : c) % (D / 8u)) * 8u;
+  return kv_source_raw8(src, key_at[(2u * buf + (is_value ? 1u : 0u)) * BC + j], is_value, k0 + int(j), g_it.kv_head, d);
 }
 // The pieces of the next K and V tile are separate variables of main (kr0..,
 // vr0..), not arrays, for the reason SLICE_IF gives: with arrays of 8 of

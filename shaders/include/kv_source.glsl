@@ -1,9 +1,11 @@
 // Where the prefill kernel's K/V tiles come from, in two steps a tile apart,
 // so that a tile's loads wait on no lookup of their own:
 //   kv_source_entry / kv_source_locate_entry: where key k's K and V start
-//     (0: outside the item's range [kv_begin, kv_end), whose values read as 0);
+//     (0: outside the item's range [kv_begin, kv_end), whose values read as 0):
+//     in the cache the address of its slot of the item's kv head
+//     (pa_slot_address), so that each piece adds only its dims' offset;
 //   kv_source_raw8(src, at, is_value, k, head, d): eight consecutive head dims of
-//     key k from there, raw (pa_key_raw8; src: pa_key_source, a constant where called).
+//     key k from there, raw (src: pa_key_source, a constant where called).
 // The paged cache (every layout and dtype: the block table, then the block's
 // chunk), or for a prefix-prefill suffix item's keys (a joined item's from
 // the context's end on: pa_suffix_key) the new tokens' K/V views, whose
@@ -22,13 +24,19 @@ int kv_source_entry(PaItem it, int k_pos) {
 void kv_source_locate_entry(PaItem it, int k_pos, int entry, out uint64_t k_at, out uint64_t v_at) {
   k_at = v_at = 0ul;
   if (k_pos < it.kv_begin || k_pos >= it.kv_end) return;
-  const uint64_t one = pa_suffix_key(it, k_pos) ? 1ul : 0ul;
-  k_at = pa_key_at(it, false, k_pos, entry) + one;
-  v_at = pa_key_at(it, true, k_pos, entry) + one;
+  if (pa_suffix_key(it, k_pos)) {   // the row's element index, plus one
+    k_at = pa_key_at(it, false, k_pos, entry) + 1ul;
+    v_at = pa_key_at(it, true, k_pos, entry) + 1ul;
+    return;
+  }
+  const uint t = uint(k_pos) % PA_BLOCK_SIZE;
+  k_at = pa_slot_address(pa_key_at(it, false, k_pos, entry), false, t, it.kv_head);
+  v_at = pa_slot_address(pa_key_at(it, true, k_pos, entry), true, t, it.kv_head);
 }
 
 uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k_pos, uint head, uint d) {
   if (at == 0ul) return uvec4(0);
-  return pa_key_raw8(src, src != PA_SRC_CACHE ? at - 1ul : at, is_value, k_pos, head, d);
+  if (PA_KV_SUFFIX != 0u && src != PA_SRC_CACHE) return pa_suffix_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at - 1ul) + d);
+  return pa_load_slot_raw8(at, is_value, d);
 }
 #endif
