@@ -2,6 +2,7 @@
 #include <vkattn/context.hpp>
 #include <vkattn/error.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -112,10 +113,17 @@ std::string_view reporting_op_name(ReportingOp op) {
 }
 
 void throw_status(ContextImpl& impl, StatusSlot slot) {
-  uint32_t* words = impl.status_words(slot);
-  const uint32_t code = words[0], a = words[1], b = words[2], c = words[3];
+  // The order of abi/common.h's status words: the code, then its details;
+  // words 0..3 cleared while the claim still keeps kernels out, the claim
+  // released last. A slot claimed but not yet published is left alone.
+  std::atomic_ref<uint32_t> code_word(impl.status_words(slot)[0]);
+  const uint32_t code = code_word.load(std::memory_order_acquire);
   if (code == abi::STATUS_OK) return;
-  std::memset(words, 0, abi::STATUS_WORDS * sizeof(uint32_t));
+  uint32_t* words = impl.status_words(slot);
+  const uint32_t a = words[1], b = words[2], c = words[3];
+  for (uint32_t w = 1; w < abi::STATUS_CLAIM; ++w) words[w] = 0;
+  code_word.store(abi::STATUS_OK, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(words[abi::STATUS_CLAIM]).store(0, std::memory_order_release);
   // The op that reported: the slot's, or for the synchronous slot the ops
   // the submission recorded (several only when a Context::submit_and_wait
   // lambda recorded several ops: then the report names them all).

@@ -118,10 +118,11 @@ TEST(Threads, EachRecordedReportReachesOneCheckingThread) {
   int wrong_rounds = 0;
   for (int r = 0; r < kRounds; ++r) {
     for (uint32_t* words : slots) {   // block_table[0, 2] = 9, as the kernels report it
+      words[abi::STATUS_CLAIM] = 1;
       words[1] = 0;
       words[2] = 2;
       words[3] = 9;
-      words[0] = abi::STATUS_BLOCK_OUT_OF_RANGE;
+      std::atomic_ref<uint32_t>(words[0]).store(abi::STATUS_BLOCK_OUT_OF_RANGE, std::memory_order_release);
     }
     std::atomic<int> reports{0};
     std::barrier go(kThreads);
@@ -141,6 +142,28 @@ TEST(Threads, EachRecordedReportReachesOneCheckingThread) {
     if (reports.load() != 2) ++wrong_rounds;
   }
   EXPECT_EQ(wrong_rounds, 0) << "rounds of " << kRounds << " that did not deliver each of 2 reports once";
+}
+
+// A kernel claims a slot, writes the details, then publishes the code
+// (status.glsl). A slot read between the claim and the code holds no report
+// yet: it is neither reported nor cleared, so the kernel's details are not
+// lost under it; once published, the report comes whole and the claim is
+// released for the next one. Written into the mapped slot here, as a kernel
+// would mid-run.
+TEST(Threads, ReportIsTakenOnlyOncePublished) {
+  Context ctx(test_options());
+  uint32_t* words = ctx.impl().status_words(detail::recorded_slot(detail::ReportingOp::write_kv_cache));
+  words[abi::STATUS_CLAIM] = 1;   // claimed, details being written
+  words[1] = 7;
+  EXPECT_NO_THROW(ctx.check_device_status());
+  EXPECT_EQ(words[abi::STATUS_CLAIM], 1u) << "the claim of a report not yet published was released";
+  EXPECT_EQ(words[1], 7u) << "the details of a report not yet published were cleared";
+  words[2] = 5;   // slot_mapping[7] = 5 + 2^32 * 1
+  words[3] = 1;
+  std::atomic_ref<uint32_t>(words[0]).store(abi::STATUS_SLOT_OUT_OF_RANGE, std::memory_order_release);
+  EXPECT_VKATTN_ERROR(ctx.check_device_status(), "write_kv_cache", "slot_mapping[7] = 4294967301");
+  for (uint32_t w = 0; w < abi::STATUS_WORDS; ++w) EXPECT_EQ(words[w], 0u) << "status word " << w << " after the report";
+  EXPECT_NO_THROW(ctx.check_device_status());
 }
 
 INSTANTIATE_TEST_SUITE_P(Binding, ThreadsRecording, ::testing::Values(true, false),

@@ -146,13 +146,15 @@ class Context {
   // caller's command buffers keep one status per op (paged_attention,
   // prefix_prefill with its fused cache write, block_sparse_attention,
   // build_block_mask, write_kv_cache), holding the first problem each met
-  // in any command buffer of any thread: call this once every submission
-  // that holds such ops has completed (a report read while one still runs
-  // may lack its details, and an op still running may report again after
-  // it is cleared); it throws vkattn::Error describing one of them, named by
-  // its op, and clears it (call again for the next). Of several threads
-  // calling it at once, one gets each report. It reads mapped memory: no
-  // wait, no submission.
+  // in any command buffer of any thread. This throws vkattn::Error
+  // describing one of them, named by its op, and clears it (call again for
+  // the next). It may be called at any time, while such submissions run
+  // too: a kernel publishes a report only after its details, so a report is
+  // read whole or not yet; once every submission holding such ops has
+  // completed, every report they made is there (an op still running may
+  // report again after its report is cleared). Of several threads calling
+  // it at once, one gets each report. It reads mapped memory: no wait, no
+  // submission.
   void check_device_status();
   // With descriptor-set binding (no push descriptors), sets recorded into the
   // caller's command buffers stay allocated until this is called; call it when

@@ -92,9 +92,6 @@ uint vka_f32_to_narrow(float x, uint width, int mbits, int bias, uint max_bits, 
   const uint code = a < (uint(128 - bias) << 23) ? subnormal : normal;
   return sign | (a > 0x7F800000u ? nan_bits : code);
 }
-uint vka_f32_to_fp8(float x, int mbits, int bias, uint max_bits, uint nan_bits) {
-  return vka_f32_to_narrow(x, 8u, mbits, bias, max_bits, nan_bits);
-}
 
 // f16: the narrow encoder (an f32 denormal is far below f16's quantum 2^-24,
 // so flushing one cannot change the result).
@@ -108,7 +105,7 @@ uint vka_f32_to_bf16(float x) {
   return sign | (a > 0x7F800000u ? 0x7FC0u : min(r, 0x7F7Fu));
 }
 
-uint vka_f32_to_e4m3(float x) { return vka_f32_to_fp8(x, 3, 7, 0x7Eu, 0x7Fu); }
+uint vka_f32_to_e4m3(float x) { return vka_f32_to_narrow(x, 8u, 3, 7, 0x7Eu, 0x7Fu); }
 // The fp8 decoders run on every element of an fp8 cache in the attention
 // kernels' key loops: selects, no branches (vka_nf_decode's, data-dependent,
 // diverge there). Subnormals are man * 2^(1 - bias - mbits), computed in f32
@@ -121,7 +118,7 @@ float vka_e4m3_to_f32(uint bits) {
   return uintBitsToFloat(sign | (mag == 0x7Fu ? 0x7FC00000u : ex != 0u ? normal : subnormal));
 }
 
-uint vka_f32_to_e5m2(float x) { return vka_f32_to_fp8(x, 2, 15, 0x7Bu, 0x7Eu); }
+uint vka_f32_to_e5m2(float x) { return vka_f32_to_narrow(x, 8u, 2, 15, 0x7Bu, 0x7Eu); }
 float vka_e5m2_to_f32(uint bits) {
   const uint mag = bits & 0x7Fu, sign = (bits & 0x80u) << 24;
   const uint ex = mag >> 2, man = mag & 3u;

@@ -7,11 +7,18 @@
 
 layout(set = 0, binding = 0, std430) buffer VkaStatus { uint vka_status[]; };
 
+// The first report claims the slot, writes its details and only then
+// publishes its code (abi/common.h gives the order), so that the host, which
+// may read the slot while kernels still run, never takes a code without its
+// details nor clears details a kernel is writing. Later reports find the
+// slot claimed and are dropped until the host has released it.
 void vka_report(uint code, uint a, uint b, uint c) {
-  if (atomicCompSwap(vka_status[0], 0u, code) == 0u) {
+  if (atomicCompSwap(vka_status[STATUS_CLAIM], 0u, 1u) == 0u) {
     vka_status[1] = a;
     vka_status[2] = b;
     vka_status[3] = c;
+    memoryBarrierBuffer();   // the details before the code
+    atomicExchange(vka_status[0], code);
   }
 }
 #endif

@@ -63,7 +63,13 @@ VKA_CONST(STATUS_PARAMETER, 8)           // details: which (0 alibi_slopes, 1 si
 VKA_CONST(STATUS_BLOCK_MASK_INDEX, 9)   // block_sparse_attention; details: mask row, list entry (| 2^31 in the full list), index
 VKA_CONST(STATUS_BLOCK_MASK_COUNT, 10)  // block_sparse_attention; details: mask row (| 2^31 for the full list's count), the lists' capacity, count
 VKA_CONST(STATUS_SPLIT_COUNTER, 11)       // paged_attention; details: work item, its arrival counter before this arrival, segments
-VKA_CONST(STATUS_WORDS, 4)
+// A status slot's words: [0] the code (STATUS_OK while empty), [1..3] its
+// details, [STATUS_CLAIM] the claim. A kernel claims the slot, writes the
+// details, then publishes the code; the host reads the code, then the
+// details, clears words 0..3 and releases the claim last, so that no kernel
+// writes details while a report is read or cleared (status.glsl).
+VKA_CONST(STATUS_CLAIM, 4)
+VKA_CONST(STATUS_WORDS, 5)
 
 #ifdef __cplusplus
 }  // namespace vkattn::abi
