@@ -24,7 +24,8 @@
 #   STATS    0 to leave the driver's figures out [1]
 #   STATS_FILTER  the modules whose figures to print, a regex over their
 #            labels ("paged f16", "paged bf16", "paged f16 q, fp8_e4m3 cache",
-#            "prefix prefill f16", "block-sparse f16", "block-sparse bf16") [every one]
+#            "prefix prefill f16", "block-sparse f16", "block-sparse bf16",
+#            "block-sparse documents f16") [every one]
 #   BENCH_FLAGS  more flags for every bench run, e.g. "--quick" on a CPU device
 #            [--repeat 10 --min-time 0.02]
 set -uo pipefail
@@ -80,6 +81,7 @@ if [[ ${STATS:-1} != 0 ]]; then
     stats "$n" "$b" "prefix prefill f16" prefix-prefill --seqs 300:600 --prefill-kernel on
     stats "$n" "$b" "block-sparse f16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal
     stats "$n" "$b" "block-sparse bf16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal --dtype bf16
+    stats "$n" "$b" "block-sparse documents f16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal,document:4
   done
 fi
 
