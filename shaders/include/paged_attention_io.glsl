@@ -292,51 +292,45 @@ uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
 VKA_DEFINE_KV_RAW8(pa_suffix_raw8, new_k_vec, new_k16, new_v_vec, new_v16)
 
 // Raw bits of eight consecutive head dims (d, ..., d+7; d a multiple of 8) of
-// key slot t of a block: one 16-byte (f16/bf16) or 8-byte (fp8) load where
+// a key, from `base` and the element index `slot` of the key's slot and head
+// from there (vka_kv_slot_in_block's part; each dim adds
+// vka_kv_dims_in_block's): one 16-byte (f16/bf16) or 8-byte (fp8) load where
 // the layout keeps them contiguous (every layout but split V, whose dims lie
 // block_size apart).
-uvec4 pa_load_raw8(uint64_t block, bool is_value, uint t, uint h, uint d) {
-  if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {
-    uvec4 w = uvec4(0);
-    [[unroll]] for (uint i = 0; i < 8u; ++i) {
-      const uint e = vka_kv_element_in_block(PA_LAYOUT, true, t, h, d + i, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
-      const uint64_t a = block + uint64_t(e) * PA_ESIZE;
-      if (PA_FP8_CACHE) w[i / 4u] |= uint(Kv8(a).v) << (8u * (i % 4u));
-      else w[i / 2u] |= uint(Kv16(a).v) << (16u * (i % 2u));
-    }
-    return w;
-  }
-  const uint e = vka_kv_element_in_block(PA_LAYOUT, is_value, t, h, d, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
-  const uint64_t a = block + uint64_t(e) * PA_ESIZE;
-  if (PA_FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);
-  return Kv16x8(a).v;
-}
-
-// Where key slot t of head h starts in a block (element (t, h, 0)), so that
-// a kernel that loads many pieces of one key locates its slot once and adds
-// only each piece's dims (pa_load_slot_raw8): vka_kv_slot_in_block's part.
-uint64_t pa_slot_address(uint64_t block, bool is_value, uint t, uint h) {
-  const uint e = vka_kv_slot_in_block(PA_LAYOUT, is_value, t, h, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
-  return block + uint64_t(e) * PA_ESIZE;
-}
-
-// pa_load_raw8's eight dims (d, ..., d+7) of the key slot at `slot`
-// (pa_slot_address): the dims' part of the element index added to it.
-uvec4 pa_load_slot_raw8(uint64_t slot, bool is_value, uint d) {
+uvec4 pa_load_raw8_at(uint64_t base, uint slot, bool is_value, uint d) {
   const uint x = 16u / PA_ESIZE;
   if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {
     uvec4 w = uvec4(0);
     [[unroll]] for (uint i = 0; i < 8u; ++i) {
-      const uint64_t a = slot + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, true, d + i, PA_BLOCK_SIZE, x)) * PA_ESIZE;
+      const uint64_t a = base + uint64_t(slot + vka_kv_dims_in_block(PA_LAYOUT, true, d + i, PA_BLOCK_SIZE, x)) * PA_ESIZE;
       if (PA_FP8_CACHE) w[i / 4u] |= uint(Kv8(a).v) << (8u * (i % 4u));
       else w[i / 2u] |= uint(Kv16(a).v) << (16u * (i % 2u));
     }
     return w;
   }
-  const uint64_t a = slot + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, x)) * PA_ESIZE;
+  const uint64_t a = base + uint64_t(slot + vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, x)) * PA_ESIZE;
   if (PA_FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);
   return Kv16x8(a).v;
 }
+
+// Element (t, h, 0)'s index in a block: vka_kv_slot_in_block's part.
+uint pa_slot_in_block(bool is_value, uint t, uint h) {
+  return vka_kv_slot_in_block(PA_LAYOUT, is_value, t, h, PA_BLOCK_SIZE, PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
+}
+
+// The eight dims of key slot t of head h of a block.
+uvec4 pa_load_raw8(uint64_t block, bool is_value, uint t, uint h, uint d) {
+  return pa_load_raw8_at(block, pa_slot_in_block(is_value, t, h), is_value, d);
+}
+
+// Where key slot t of head h starts in a block (element (t, h, 0)), so that
+// a kernel that loads many pieces of one key locates its slot once and adds
+// only each piece's dims (pa_load_slot_raw8).
+uint64_t pa_slot_address(uint64_t block, bool is_value, uint t, uint h) {
+  return block + uint64_t(pa_slot_in_block(is_value, t, h)) * PA_ESIZE;
+}
+// The eight dims of the key slot at `slot` (pa_slot_address).
+uvec4 pa_load_slot_raw8(uint64_t slot, bool is_value, uint d) { return pa_load_raw8_at(slot, 0u, is_value, d); }
 
 // Raw bits of V at eight consecutive key slots (t, ..., t+7; t a multiple of
 // 8, the block size a multiple of 16) of head dim d of a split-layout block,
