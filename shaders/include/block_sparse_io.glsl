@@ -86,12 +86,17 @@ int bs_checked_count(int n, uint row, bool full) {
   return n;
 }
 
-// Work item wg: q tile (slowest), batch, q head. Later q tiles first (the
-// kernels run items from the last): under causal masks they hold more blocks.
+// Work item wg: batch (slowest), q head, q tile. A (batch, head)'s q tiles
+// are neighbours, so the items running at once share their K/V through L2
+// (and the q heads of one kv head are neighbours too); with the heads
+// fastest, the items running at once each read another head's K/V. Within
+// a head the later q tiles run first (the kernels run items from the last):
+// under causal masks they hold more blocks.
 PaItem pa_load_item(uint wg) {
   PaItem it;
-  const uint bh = wg % (pc.batch * PA_NUM_Q_HEADS);
-  const uint tile = wg / (pc.batch * PA_NUM_Q_HEADS);
+  const uint q_tiles = (pc.q_len + PA_BM - 1u) / PA_BM;
+  const uint bh = wg / q_tiles;
+  const uint tile = wg % q_tiles;
   it.b = bh / PA_NUM_Q_HEADS;
   it.h = bh % PA_NUM_Q_HEADS;
   it.kv_head = it.h / PA_GQA;
