@@ -83,6 +83,13 @@ bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SUFFI
 #define PA_KEY_SOURCE_OF(it, k) pa_key_source(it)
 #endif
 
+// The rows of an item are its tokens' GQA heads, token-major: local row r is
+// the sequence's new token PA_ROW_QUERY(it, r) (0 for its first) for q head
+// PA_ROW_HEAD(it, r). Every use of a row's token or head goes through these.
+// (Macros, so that their users' code is what it was written inline.)
+#define PA_ROW_QUERY(it, r) (((it).row_start + (r)) / PA_GQA)
+#define PA_ROW_HEAD(it, r) ((it).kv_head * PA_GQA + ((it).row_start + (r)) % PA_GQA)
+
 PaItem pa_load_item(uint wg) {
   PaItem it;
   it.segment = wg % PA_ITEM_SEGMENTS;
@@ -117,7 +124,7 @@ PaItem pa_load_item(uint wg) {
   it.ctx = len - (q1 - q0);
   // Keys some row of the tile can see: causal up to its last token, the
   // window from its first. Tiles outside the range are never visited.
-  const int first = it.ctx + int(it.row_start / PA_GQA), last = it.ctx + int((it.row_start + it.row_count - 1u) / PA_GQA);
+  const int first = it.ctx + int(PA_ROW_QUERY(it, 0u)), last = it.ctx + int(PA_ROW_QUERY(it, it.row_count - 1u));
   const int end = len == 0 ? 0 : min(len, last + 1);
   int begin = PA_HAS_WINDOW != 0u ? max(0, first - pc.sliding_window + 1) : 0;
   begin = min(begin, end);
@@ -163,13 +170,13 @@ PaItem pa_output_item(uint wg) {
 }
 
 // Absolute position of local row r, or -1 for rows past the item (they see no key).
-int pa_row_position(PaItem it, uint r) { return r < it.row_count ? it.ctx + int((it.row_start + r) / PA_GQA) : -1; }
+int pa_row_position(PaItem it, uint r) { return r < it.row_count ? it.ctx + int(PA_ROW_QUERY(it, r)) : -1; }
 
 // Where element d of local row r's query lies in q16 (row r < row_count):
 // q's one address formula, for pa_q_bits and pa_q_raw8.
 #define PA_Q_AT(it, r, d)                                                                   \
-  (pa_view_offset(PA_VIEW_Q) + ((it).token0 + ((it).row_start + (r)) / PA_GQA) * pc.q_token_stride + \
-   ((it).kv_head * PA_GQA + ((it).row_start + (r)) % PA_GQA) * pc.q_head_stride + (d))
+  (pa_view_offset(PA_VIEW_Q) + ((it).token0 + PA_ROW_QUERY(it, r)) * pc.q_token_stride + \
+   PA_ROW_HEAD(it, r) * pc.q_head_stride + (d))
 
 // Element d of local row r's query, as stored (f16 or bf16 bits); 0 past the item.
 uint pa_q_bits(PaItem it, uint r, uint d) {
@@ -405,19 +412,18 @@ float pa_value_scale(PaItem it) { return PA_FP8_CACHE && !pa_suffix_item(it) ? p
 // Logit of score s (scale * q.k) for local row r at q_pos and key k_pos:
 // softcap, masks and biases as configured (attention_logits.glsl).
 float pa_logit(PaItem it, float s, uint r, int q_pos, int k_pos) {
-  const uint row = it.row_start + r;
   VkaLogitParams p;
   p.has_softcap = PA_HAS_SOFTCAP != 0u;
   p.softcap = pc.softcap;
   p.has_window = PA_HAS_WINDOW != 0u;
   p.window = pc.sliding_window;
   p.has_alibi = PA_HAS_ALIBI != 0u;
-  p.alibi_slope = PA_HAS_ALIBI != 0u ? pa_alibi_slope(it.kv_head * PA_GQA + row % PA_GQA) : 0.0;
+  p.alibi_slope = PA_HAS_ALIBI != 0u ? pa_alibi_slope(PA_ROW_HEAD(it, r)) : 0.0;
   p.ctx = it.ctx;
   float bias = 0.0;
   if (PA_HAS_QQ_BIAS != 0u) {
     const int kj = k_pos - it.ctx;
-    const uint qi = row / PA_GQA;
+    const uint qi = PA_ROW_QUERY(it, r);
     if (kj >= 0 && uint(kj) < pc.qq_bias_columns && qi < pc.qq_bias_rows)
       bias = qq_bias_words[pa_view_offset(PA_VIEW_QQ_BIAS) + qi * pc.qq_bias_stride + uint(kj)];
   }
@@ -431,7 +437,7 @@ float pa_logit(PaItem it, float s, uint r, int q_pos, int k_pos) {
 // (pa_write_result_scaled); pa_write_result computes it per element.
 float pa_result_factor(PaItem it, uint r, float m, float l) {
   if (PA_WRITES_PARTIAL || r >= it.row_count) return 1.0;
-  const uint head = it.kv_head * PA_GQA + (it.row_start + r) % PA_GQA;
+  const uint head = PA_ROW_HEAD(it, r);
   float factor, lse;
   const float sink = PA_HAS_SINKS != 0u ? pa_sink(head, false) : VKA_NEG_INF;
   vka_softmax_finish(m, l, PA_HAS_SINKS != 0u, sink, factor, lse);
@@ -449,13 +455,10 @@ void pa_write_row_once(uint token, uint head, float m, float l) {
   if (PA_WRITE_LSE != 0u) pa_write_lse(token, head, lse);
 }
 
-// Declares `row`, `token` and `head` of local row r: the rows of an item are
-// its tokens' GQA heads, token-major. (A macro, so that its writers' code is
-// what it was written inline.)
-#define PA_ROW_TOKEN_AND_HEAD(it, r)                 \
-  const uint row = (it).row_start + (r);             \
-  const uint token = (it).token0 + row / PA_GQA;     \
-  const uint head = (it).kv_head * PA_GQA + row % PA_GQA;
+// Declares `token` and `head` of local row r.
+#define PA_ROW_TOKEN_AND_HEAD(it, r)                    \
+  const uint token = (it).token0 + PA_ROW_QUERY(it, r); \
+  const uint head = PA_ROW_HEAD(it, r);
 
 // Element d of local row r's result, from its unnormalised accumulator o,
 // softmax state (m, l) and pa_result_factor: the output (and LSE, written

@@ -128,8 +128,8 @@ void pa_merge_when_last(PaItem it, uint wg) {
   PA_MERGE_ACQUIRE();   // the other segments' results, after their arrivals
   const uint quads = PA_HEAD_SIZE / 4u;
   for (uint e = gl_LocalInvocationIndex; e < it.row_count * quads; e += PA_WORKGROUP_SIZE) {
-    const uint row = it.row_start + e / quads;
-    pa_write_merged4(it.token0 + row / PA_GQA, it.kv_head * PA_GQA + row % PA_GQA, (e % quads) * 4u);
+    const uint r = e / quads;
+    pa_write_merged4(it.token0 + PA_ROW_QUERY(it, r), PA_ROW_HEAD(it, r), (e % quads) * 4u);
   }
 }
 #endif
