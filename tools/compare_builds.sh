@@ -21,7 +21,9 @@
 #            only) [prefill prefill:bf16 prefill:fp8_e4m3 sparse]
 #   PREFILL_FILTER, SPARSE_FILTER, DECODE_FILTER   the cases of each suite
 #            [causal 8k and B=4 ctx=4096 q=512; causal, 8 documents, dense; every case]
-#   STATS    0 to leave the driver's figures out [1]
+#   STATS    0 to leave the driver's figures out [1]; each module's take a
+#            fresh compile of its pipelines, several seconds per build and
+#            module on the GPU machine: narrow them with STATS_FILTER
 #   STATS_FILTER  the modules whose figures to print, a regex over their
 #            labels ("paged f16", "paged bf16", "paged f16 q, fp8_e4m3 cache",
 #            "prefix prefill f16", "block-sparse f16", "block-sparse bf16",
@@ -73,8 +75,14 @@ stats() {
 
 if [[ ${STATS:-1} != 0 ]]; then
   echo "== the driver's figures"
+  # Each module's figures cost a fresh compile of its pipelines (seconds
+  # each): a build listed twice (A B A, to see drift) is read once.
+  declare -A read_once=()
   for i in "${!bins[@]}"; do
     n=${names[$i]} b=${bins[$i]}
+    key=$(realpath "$b")
+    [[ -z ${read_once[$key]:-} ]] || { echo "${n}: as above"; continue; }
+    read_once[$key]=1
     stats "$n" "$b" "paged f16" paged-attention --seqs 300:300 --prefill-kernel on
     stats "$n" "$b" "paged bf16" paged-attention --seqs 300:300 --prefill-kernel on --dtype bf16 --cache-dtype bf16
     stats "$n" "$b" "paged f16 q, fp8_e4m3 cache" paged-attention --seqs 300:300 --prefill-kernel on --cache-dtype fp8_e4m3
