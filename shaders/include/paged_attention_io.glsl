@@ -298,27 +298,36 @@ uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
 // or eight 2-byte ones (narrow).
 VKA_DEFINE_KV_RAW8(pa_suffix_raw8, new_k_vec, new_k16, new_v_vec, new_v16)
 
-// Raw bits of eight consecutive head dims (d, ..., d+7; d a multiple of 8) of
-// a key, from `base` and the element index `slot` of the key's slot and head
-// from there (vka_kv_slot_in_block's part; each dim adds
-// vka_kv_dims_in_block's): one 16-byte (f16/bf16) or 8-byte (fp8) load where
-// the layout keeps them contiguous (every layout but split V, whose dims lie
-// block_size apart).
-uvec4 pa_load_raw8_at(uint64_t base, uint slot, bool is_value, uint d) {
-  const uint x = 16u / PA_ESIZE;
-  if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {
-    uvec4 w = uvec4(0);
-    [[unroll]] for (uint i = 0; i < 8u; ++i) {
-      const uint64_t a = base + uint64_t(slot + vka_kv_dims_in_block(PA_LAYOUT, true, d + i, PA_BLOCK_SIZE, x)) * PA_ESIZE;
-      if (PA_FP8_CACHE) w[i / 4u] |= uint(Kv8(a).v) << (8u * (i % 4u));
-      else w[i / 2u] |= uint(Kv16(a).v) << (16u * (i % 2u));
-    }
-    return w;
-  }
-  const uint64_t a = base + uint64_t(slot + vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, x)) * PA_ESIZE;
-  if (PA_FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);
+// The body of a load of eight consecutive head dims (d, ..., d+7; d a
+// multiple of 8) of a key, raw, from ADDR(dim, is_value), the address of one
+// dim: one 16-byte (f16/bf16) or 8-byte (fp8) load where the layout keeps
+// them contiguous (every layout but split V, whose dims lie block_size
+// apart). A macro over the address so that each of its two callers below
+// keeps its own address arithmetic: with the slot's address written as a
+// block plus a zero slot index (pa_load_raw8_at's form), the prefix-prefill
+// specialization of the prefill kernel ran 2.2x slower on the NVIDIA driver
+// with no spill reported, and with the block's address written as a slot
+// address plus the dims (pa_load_slot_raw8's), the decode kernel 2% slower
+// (DEVELOPERS.md, "One load helper, two address forms").
+#define PA_RAW8_LOAD(ADDR)                                                          \
+  const uint x = 16u / PA_ESIZE;                                                    \
+  if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {                                   \
+    uvec4 w = uvec4(0);                                                             \
+    [[unroll]] for (uint i = 0; i < 8u; ++i) {                                      \
+      const uint64_t a = ADDR(d + i, true);                                         \
+      if (PA_FP8_CACHE) w[i / 4u] |= uint(Kv8(a).v) << (8u * (i % 4u));            \
+      else w[i / 2u] |= uint(Kv16(a).v) << (16u * (i % 2u));                       \
+    }                                                                               \
+    return w;                                                                       \
+  }                                                                                 \
+  const uint64_t a = ADDR(d, is_value);                                             \
+  if (PA_FP8_CACHE) return uvec4(Kv8x8(a).v, 0u, 0u);                              \
   return Kv16x8(a).v;
-}
+
+// A key's eight dims from `base` and the element index `slot` of its slot and
+// head there (vka_kv_slot_in_block's part; each dim adds vka_kv_dims_in_block's).
+#define PA_RAW8_AT_ELEMENT(dim, v) (base + uint64_t(slot + vka_kv_dims_in_block(PA_LAYOUT, v, dim, PA_BLOCK_SIZE, x)) * PA_ESIZE)
+uvec4 pa_load_raw8_at(uint64_t base, uint slot, bool is_value, uint d) { PA_RAW8_LOAD(PA_RAW8_AT_ELEMENT) }
 
 // Element (t, h, 0)'s index in a block: vka_kv_slot_in_block's part.
 uint pa_slot_in_block(bool is_value, uint t, uint h) {
@@ -337,7 +346,8 @@ uint64_t pa_slot_address(uint64_t block, bool is_value, uint t, uint h) {
   return block + uint64_t(pa_slot_in_block(is_value, t, h)) * PA_ESIZE;
 }
 // The eight dims of the key slot at `slot` (pa_slot_address).
-uvec4 pa_load_slot_raw8(uint64_t slot, bool is_value, uint d) { return pa_load_raw8_at(slot, 0u, is_value, d); }
+#define PA_RAW8_AT_SLOT(dim, v) (slot + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, v, dim, PA_BLOCK_SIZE, x)) * PA_ESIZE)
+uvec4 pa_load_slot_raw8(uint64_t slot, bool is_value, uint d) { PA_RAW8_LOAD(PA_RAW8_AT_SLOT) }
 
 // Raw bits of V at eight consecutive key slots (t, ..., t+7; t a multiple of
 // 8, the block size a multiple of 16) of head dim d of a split-layout block,
