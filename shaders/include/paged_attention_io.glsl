@@ -308,7 +308,9 @@ VKA_DEFINE_KV_RAW8(pa_suffix_raw8, new_k_vec, new_k16, new_v_vec, new_v16)
 // specialization of the prefill kernel ran 2.2x slower on the NVIDIA driver
 // with no spill reported, and with the block's address written as a slot
 // address plus the dims (pa_load_slot_raw8's), the decode kernel 2% slower
-// (DEVELOPERS.md, "One load helper, two address forms").
+// (DEVELOPERS.md, "One load helper, two address forms"). Used as a
+// function's whole body: it reads the parameters `is_value` and `d`, and
+// ADDR may read that function's own parameters and the body's `x`.
 #define PA_RAW8_LOAD(ADDR)                                                          \
   const uint x = 16u / PA_ESIZE;                                                    \
   if (is_value && PA_LAYOUT == KV_LAYOUT_SPLIT) {                                   \
