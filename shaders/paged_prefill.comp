@@ -127,6 +127,17 @@ const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_FP8_CACHE ? true : PA
 #else
 const bool V_LAG = false;
 #endif
+// Where the next tile's K/V loads are issued in the key loop: after this
+// tile's S = Q K^T rather than before it, in the coopmat2 modules without
+// the lag up to head size 128, where it measured 1-3% faster (7 fewer
+// registers in the paged f16 module); in the lagged modules (prefix prefill)
+// it was 3-6% slower, and the KHR and head-pair modules were not measured
+// with it (DEVELOPERS.md, "The next tile's loads after S").
+#if VKATTN_PATH == 2
+const bool LOADS_AFTER_S = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? !V_LAG : false;
+#else
+const bool LOADS_AFTER_S = false;
+#endif
 // KEY_TILES: the tiles whose keys key_at holds, located ahead of their
 // loads. A literal per path, not a function of the head size
 // (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's
@@ -545,9 +556,13 @@ void main() {
       barrier();
     }
     // In flight during this tile's products: tile t + 1's K, and tile t's
-    // V (t + 1's without V_LAG).
-    if (more) LOAD_PART(k1, buf1, LOAD_K_FROM)
+    // V (t + 1's without V_LAG); issued here or after S (LOADS_AFTER_S).
+#define LOAD_NEXT()                              \
+    if (more) LOAD_PART(k1, buf1, LOAD_K_FROM)   \
     if (v_next) LOAD_PART(kv, bufv, LOAD_V_FROM)
+    if (!LOADS_AFTER_S) {
+      LOAD_NEXT()
+    }
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
     // This subgroup: nothing to see in the tile, or all of it with no mask.
     const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
@@ -557,6 +572,9 @@ void main() {
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
     if (!skip) {
       EACH_SLICE(S_FOR)
+    }
+    if (LOADS_AFTER_S) {
+      LOAD_NEXT()
     }
     // A pair's partial S: each stores its own, and adds its partner's.
     const uint s_at = warp * 16u * BC, partner_at = (warp ^ 1u) * 16u * BC;

@@ -256,12 +256,20 @@ BlockAllocator& PagedKvCache::allocator() {
 }
 
 // The chunk table, in memory the host maps where it can (nothing submitted),
-// else uploaded.
+// else uploaded: the K chunks' addresses, then the V chunks', then from
+// KV_CHUNK_TABLE_ZEROS_OFFSET zeros as long as one block of one head
+// (every layout keeps a key's dims within that span of its slot), which the
+// prefill kernel reads for keys outside its item.
 void PagedKvCache::finish(Context& ctx) {
   context_id_ = impl_->id;
-  std::vector<uint64_t> table;
-  for (const auto& c : chunks_) table.push_back(c.k_address);
-  for (const auto& c : chunks_) table.push_back(c.v_address);
+  const uint64_t zeros_bytes = uint64_t(config_.block_size) * config_.head_size * dtype_size(config_.dtype);
+  static_assert(KV_CHUNK_TABLE_ZEROS_OFFSET >= 2 * kMaxChunks * sizeof(uint64_t) &&
+                KV_CHUNK_TABLE_ZEROS_OFFSET % 16 == 0);
+  std::vector<uint64_t> table((KV_CHUNK_TABLE_ZEROS_OFFSET + zeros_bytes + 7) / 8, 0);
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    table[i] = chunks_[i].k_address;
+    table[chunks_.size() + i] = chunks_[i].v_address;
+  }
   chunk_table_ = Buffer(ctx, table.size() * sizeof(uint64_t), MemoryKind::device_local_mapped);
   chunk_table_.upload(std::span<const uint64_t>(table));
 }

@@ -45,6 +45,10 @@ struct NonFiniteCase {
   bool prefill = false;       // 16 q heads (24 rows) on the prefill kernel (PrefillKernel::on)
   uint32_t head_size = 64;
   uint32_t dim = 5;           // the planted element's head dim
+  // Also planted at positions 41 and 47, past the sequence's end in its last
+  // block, which no row sees: the prefill kernel reads zeros for the keys
+  // its tiles hold outside the item, not the block's slots.
+  bool past_end = false;
 };
 void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
 
@@ -82,6 +86,10 @@ TEST_P(PagedAttentionNonFinite, ReachesOnlyTheRowsThatSeeIt) {
     plant(30);
   }
   if (p.at_36) plant(36);
+  if (p.past_end) {
+    plant(41);
+    plant(47);
+  }
   DeviceBatch batch(ctx(), {0, int32_t(T)}, {int32_t(len)}, {0, 1, 2}, 3);
   PagedAttentionPlanOptions o;
   o.split = p.split;
@@ -117,6 +125,10 @@ INSTANTIATE_TEST_SUITE_P(
                       NonFiniteCase{"k_nan_f16_window8_prefill", DType::f16, 0x7E00, true, 8, SplitKv::off, false, true},
                       NonFiniteCase{"v_inf_e5m2_window8_at36_split_prefill", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, true, true},
                       NonFiniteCase{"v_nan_bf16_window8_at36_prefill", DType::bf16, 0x7FC0, false, 8, SplitKv::off, true, true},
+                      NonFiniteCase{"v_nan_f16_past_end", DType::f16, 0x7E00, false, 0, SplitKv::off, false, false, 64, 5, true},
+                      NonFiniteCase{"v_nan_f16_past_end_prefill", DType::f16, 0x7E00, false, 0, SplitKv::off, false, true, 64, 5, true},
+                      NonFiniteCase{"v_inf_e5m2_window8_past_end_split_prefill", DType::fp8_e5m2, 0x7C, false, 8, SplitKv::on, false, true, 64, 5, true},
+                      NonFiniteCase{"k_nan_f16_past_end_prefill", DType::f16, 0x7E00, true, 0, SplitKv::off, false, true, 64, 5, true},
                       // Head size 256: 16-bit caches staged half the head at a
                       // time (the decode kernel's HEAD_HALVES), a value in each half.
                       NonFiniteCase{"v_nan_f16_window8_d256", DType::f16, 0x7E00, false, 8, SplitKv::off, false, false, 256},

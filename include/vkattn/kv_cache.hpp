@@ -91,7 +91,9 @@ class PagedKvCache {
   const KvCacheChunk& chunk(uint32_t i) const;   // throws vkattn::Error for i >= num_chunks()
   // Whether the cache allocated its chunks itself.
   bool owns_memory() const { return !owned_.empty(); }
-  // Device address of a table of uint64 chunk addresses: K chunks, then V chunks.
+  // Device address of a table of uint64 chunk addresses: K chunks, then V
+  // chunks; from byte 1024 on, zeros as long as one block of one head (the
+  // prefill kernel's stand-in for keys outside its item).
   VkDeviceAddress chunk_table_address() const;
   uint64_t context_id() const { return context_id_; }
 

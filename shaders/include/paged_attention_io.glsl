@@ -235,6 +235,11 @@ uint64_t pa_block_address(bool is_value, uint block) {
   return VkaChunkTable(pc.chunk_table_address).address[(is_value ? pc.num_k_chunks : 0u) + chunk] + offset;
 }
 
+// Zeros one block of one head long (PagedKvCache::finish), so that a key's
+// dims from here read 0 in every layout: the prefill kernel's address for the
+// cache's keys outside its item.
+uint64_t pa_zeros_address() { return pc.chunk_table_address + uint64_t(KV_CHUNK_TABLE_ZEROS_OFFSET); }
+
 // The block-table entry of key k_pos (< seq_len <= the table's capacity,
 // which pa_load_item ensures), as stored. Kernels load it a phase before use
 // (pa_checked_block), so the load is in flight meanwhile.

@@ -48,6 +48,13 @@ VKA_CONST(KV_LAYOUT_SPLIT, 2)  // vLLM: K [blocks, heads, head_size/x, block_siz
 
 // A cache's chunks at most (K and V each): PagedKvCache refuses more.
 VKA_CONST(KV_MAX_CHUNKS, 64)
+// Where, in bytes from the start of a cache's chunk table, a region of zeros
+// one block of one head long starts (after the largest table: K and V
+// entries of 8 bytes for KV_MAX_CHUNKS chunks each). The prefill kernel
+// points the keys a tile holds outside its item there, so that its loads
+// need no test for them and read finite values (kv_source.glsl). A macro,
+// not a VKA_CONST, so that the modules that do not use it stay as they were.
+#define KV_CHUNK_TABLE_ZEROS_OFFSET 1024u
 
 // Error codes a kernel records in the context's status buffer (status.glsl).
 // Word 0 holds the code of the first error; words 1..3 its details.
