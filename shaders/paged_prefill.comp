@@ -129,10 +129,10 @@ const bool V_LAG = false;
 #endif
 // Where the next tile's K/V loads are issued in the key loop: after this
 // tile's S = Q K^T rather than before it, in the coopmat2 modules without
-// the lag up to head size 128, where it measured 1-3% faster (7 fewer
-// registers in the paged f16 module); in the lagged modules (prefix prefill)
-// it was 3-6% slower, and the KHR and head-pair modules were not measured
-// with it (DEVELOPERS.md, "The next tile's loads after S").
+// the lag up to head size 128, where it measured faster (and took fewer
+// registers); the lagged modules (prefix prefill, fp8 caches) were slower
+// with it, and the KHR and head-pair modules were not measured with it
+// (DEVELOPERS.md, "Keys outside the item read zeros, and the loads after S").
 #if VKATTN_PATH == 2
 const bool LOADS_AFTER_S = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? !V_LAG : false;
 #else

@@ -5,8 +5,9 @@
 //     (pa_slot_address), so that each piece adds only its dims' offset, and
 //     for a cache key outside the item's range [kv_begin, kv_end) the cache's
 //     zeros (pa_zeros_address), so that the cache's loads need no test (a
-//     test per piece cost the key loop 4-6%); a new token's key outside it
-//     is 0 and reads as 0;
+//     test per piece, between its address and its load, measurably slowed
+//     the key loop: DEVELOPERS.md, "Keys outside the item read zeros");
+//     a new token's key outside it is 0 and reads as 0;
 //   kv_source_raw8(src, at, is_value, k, head, d): eight consecutive head dims of
 //     key k from there, raw (src: pa_key_source, a constant where called).
 // The paged cache (every layout and dtype: the block table, then the block's
