@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "abi/common.h"
+#include "abi/kv_element_index.h"
 #include "context_impl.hpp"
 #include "op_support.hpp"
 
@@ -281,21 +282,16 @@ VkDeviceAddress PagedKvCache::chunk_table_address() const {
 
 uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uint32_t d) const {
   check_part(part, "element_in_block");
-  const uint64_t bs = config_.block_size, nh = config_.num_kv_heads, hs = config_.head_size;
+  const uint32_t bs = config_.block_size, nh = config_.num_kv_heads, hs = config_.head_size;
   for (auto [name, value, limit] : {std::tuple{"token_in_block", t, bs}, std::tuple{"head", h, nh}, std::tuple{"dim", d, hs}})
     if (value >= limit)
       throw Error(std::string("PagedKvCache::element_in_block: ") + name + " = " + std::to_string(value) +
                   " is outside the block: expected below " + std::to_string(limit));
-  switch (config_.layout) {
-    case KvLayout::nhd: return (t * nh + h) * hs + d;
-    case KvLayout::hnd: return (h * bs + t) * hs + d;
-    case KvLayout::split: {
-      if (part == KvPart::value) return (h * hs + d) * bs + t;
-      const uint64_t x = 16 / dtype_size(config_.dtype);
-      return ((h * (hs / x) + d / x) * bs + t) * x + d % x;
-    }
-  }
-  return 0;
+  // The kernels' formula (abi/kv_element_index.h), whose layout ids are KvLayout's values.
+  static_assert(uint32_t(KvLayout::nhd) == abi::KV_LAYOUT_NHD && uint32_t(KvLayout::hnd) == abi::KV_LAYOUT_HND &&
+                uint32_t(KvLayout::split) == abi::KV_LAYOUT_SPLIT);
+  return abi::vka_kv_element_in_block(static_cast<uint32_t>(config_.layout), part == KvPart::value, t, h, d, config_.block_size,
+                                      config_.num_kv_heads, config_.head_size, 16 / dtype_size(config_.dtype));
 }
 
 template <class F>

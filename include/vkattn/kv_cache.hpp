@@ -97,8 +97,9 @@ class PagedKvCache {
   VkDeviceAddress chunk_table_address() const;
   uint64_t context_id() const { return context_id_; }
 
-  // Index of an element inside its block (the layout's formula; kv_addressing.glsl
-  // has the same). Throws vkattn::Error for a token, head or dim outside the block.
+  // Index of an element inside its block: the kernels' own formula (one
+  // definition, shared with the shaders). Throws vkattn::Error for a token,
+  // head or dim outside the block.
   uint64_t element_in_block(KvPart part, uint32_t token_in_block, uint32_t head, uint32_t dim) const;
 
   // Synchronous: raw bytes of blocks [first, first + count), as stored.
