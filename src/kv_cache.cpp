@@ -137,7 +137,7 @@ PagedKvCache::PagedKvCache(Context& ctx, const KvCacheConfig& config, std::span<
     : impl_(detail::shared_impl(ctx)), config_(config), allocator_((check_config(config), 0u)) {
   // (The allocator's host lists are made once the chunks are checked.)
   auto& impl = *impl_;
-  block_bytes_ = uint64_t(config.block_size) * config.num_kv_heads * config.head_size * dtype_size(config.dtype);
+  block_bytes_ = block_bytes_of(config);
   auto bad = [](const std::string& what) { throw Error("PagedKvCache over the application's memory: " + what); };
   if (chunks.empty() || chunks.size() > kMaxChunks)
     bad(std::to_string(chunks.size()) + " chunks given, expected 1 to " + std::to_string(kMaxChunks));
@@ -263,7 +263,7 @@ BlockAllocator& PagedKvCache::allocator() {
 // prefill kernel reads for keys outside its item.
 void PagedKvCache::finish(Context& ctx) {
   context_id_ = impl_->id;
-  const uint64_t zeros_bytes = uint64_t(config_.block_size) * config_.head_size * dtype_size(config_.dtype);
+  const uint64_t zeros_bytes = block_bytes_ / config_.num_kv_heads;   // one block of one head
   static_assert(KV_CHUNK_TABLE_ZEROS_OFFSET >= 2 * kMaxChunks * sizeof(uint64_t) &&
                 KV_CHUNK_TABLE_ZEROS_OFFSET % 16 == 0);
   std::vector<uint64_t> table((KV_CHUNK_TABLE_ZEROS_OFFSET + zeros_bytes + 7) / 8, 0);
@@ -290,8 +290,8 @@ uint64_t PagedKvCache::element_in_block(KvPart part, uint32_t t, uint32_t h, uin
   // The kernels' formula (abi/kv_element_index.h), whose layout ids are KvLayout's values.
   static_assert(uint32_t(KvLayout::nhd) == abi::KV_LAYOUT_NHD && uint32_t(KvLayout::hnd) == abi::KV_LAYOUT_HND &&
                 uint32_t(KvLayout::split) == abi::KV_LAYOUT_SPLIT);
-  return abi::vka_kv_element_in_block(static_cast<uint32_t>(config_.layout), part == KvPart::value, t, h, d, config_.block_size,
-                                      config_.num_kv_heads, config_.head_size, 16 / dtype_size(config_.dtype));
+  return abi::vka_kv_element_in_block(static_cast<uint32_t>(config_.layout), part == KvPart::value, t, h, d, bs, nh, hs,
+                                      16 / dtype_size(config_.dtype));
 }
 
 template <class F>
