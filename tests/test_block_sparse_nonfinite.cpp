@@ -1,0 +1,90 @@
+// A non-finite value in block-sparse attention's K or V reaches exactly the
+// rows that see it, where the keys end inside a tile: the prefill kernel
+// loads key Lkv - 1's row for the keys a tile holds past Lkv (no test per
+// load), so a NaN there must not reach rows through those stand-ins, and
+// the tiles that hold them count as partly seen even in a full block.
+#include <cstring>
+#include <vector>
+
+#include "nonfinite_outputs.hpp"
+#include "vk_test.hpp"
+
+namespace vkattn::test {
+namespace {
+
+// One batch, 2 heads of 64 (GQA 1), Lq = Lkv = 200 in blocks of 128: the
+// second kv block holds keys 128..199 and runs 56 keys past Lkv. Every q
+// and K value is 1.0 and every V value 0.25, so a row that sees no planted
+// value averages back to 0.25.
+struct NonFiniteCase {
+  const char* name;
+  bool causal = false;              // else every listed block is full
+  bool in_k = false;                // planted in K instead of V
+  std::vector<int32_t> positions;   // keys planted at (head 1, dim 5)
+};
+void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
+
+class BlockSparseNonFinite : public VkTest, public ::testing::WithParamInterface<NonFiniteCase> {};
+
+TEST_P(BlockSparseNonFinite, ReachesOnlyTheRowsThatSeeIt) {
+  const NonFiniteCase& p = GetParam();
+  constexpr uint32_t H = 2, D = 64, L = 200, block = 128, dim = 5;
+  const size_t elems = size_t(H) * L * D;
+  Buffer q(ctx(), elems * 2), k(ctx(), elems * 2), v(ctx(), elems * 2), out(ctx(), elems * 4), meta(ctx(), 64);
+  q.fill(0x3C003C00u);   // 1.0
+  std::vector<uint16_t> kh(elems, 0x3C00), vh(elems, 0x3400);   // 1.0, 0.25
+  for (int32_t pos : p.positions) (p.in_k ? kh : vh)[(size_t(1) * L + pos) * D + dim] = 0x7E00;   // NaN
+  k.upload(kh.data(), kh.size() * 2);
+  v.upload(vh.data(), vh.size() * 2);
+  out.fill(0xFFFFFFFFu);
+  // Two q blocks. Causal: q block 0 lists kv block 0 as partial, q block 1
+  // kv block 1 as partial and kv block 0 as full. Full: q block 0 lists kv
+  // block 0, q block 1 both, all full (no mask mod).
+  const std::vector<int32_t> words = p.causal ? std::vector<int32_t>{1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0}
+                                              : std::vector<int32_t>{0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1};
+  // Words: partial counts [2], partial indices [2][2], full counts [2], full indices [2][2].
+  meta.upload(words.data(), words.size() * 4);
+  BlockSparseArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
+  a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
+  a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
+  a.out = TensorView::contiguous(out, DType::f32, {1, H, L, D});
+  a.mask.kv_num_blocks = TensorView::contiguous(meta, DType::i32, {1, 1, 2}, 0);
+  a.mask.kv_indices = TensorView::contiguous(meta, DType::i32, {1, 1, 2, 2}, 8);
+  a.mask.full_kv_num_blocks = TensorView::contiguous(meta, DType::i32, {1, 1, 2}, 24);
+  a.mask.full_kv_indices = TensorView::contiguous(meta, DType::i32, {1, 1, 2, 2}, 32);
+  a.mask.q_block_size = a.mask.kv_block_size = block;
+  a.mods.all = p.causal ? kMaskCausal : 0u;
+  block_sparse_attention(ctx(), a);
+  ctx().check_device_status();
+  const auto o = out.download_as<float>(elems);
+  // nonfinite_outputs.hpp reads [token][head][dim]; out is [head][token][dim].
+  std::vector<float> by_token(elems);
+  for (uint32_t h = 0; h < H; ++h)
+    for (uint32_t t = 0; t < L; ++t)
+      std::memcpy(&by_token[(size_t(t) * H + h) * D], &o[(size_t(h) * L + t) * D], D * 4);
+  expect_nonfinite_exactly_where_seen(by_token, L, H, D, [&](uint32_t t, uint32_t h, uint32_t d) {
+    if (h != 1 || (!p.in_k && d != dim)) return false;
+    for (int32_t pos : p.positions) {
+      const bool listed = t >= block || pos < int32_t(block);   // q block 0 lists kv block 0 only
+      if (listed && (!p.causal || pos <= int32_t(t))) return true;
+    }
+    return false;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BlockSparseNonFinite,
+    ::testing::Values(
+        // Key 199, the stand-ins' row, seen by the last query only (causal)
+        // or by every row of q block 1 (full); key 150 by the queries from
+        // 150 on; key 100 in a full block by every later row.
+        NonFiniteCase{"v_nan_causal_last_key", true, false, {199}},
+        NonFiniteCase{"v_nan_causal_keys_100_150_199", true, false, {100, 150, 199}},
+        NonFiniteCase{"k_nan_causal_last_key", true, true, {199}},
+        NonFiniteCase{"v_nan_full_last_key", false, false, {199}},
+        NonFiniteCase{"v_nan_full_keys_20_150", false, false, {20, 150}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace vkattn::test
