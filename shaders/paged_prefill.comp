@@ -61,6 +61,9 @@
 #if VKATTN_PATH == 2
 #extension GL_NV_cooperative_matrix2 : require
 #endif
+#if PP_PHASE_PROFILE
+#extension GL_ARB_shader_clock : require
+#endif
 
 #include "grid.glsl"
 #define PA_PREFILL_KERNEL 1
@@ -416,7 +419,32 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 #define RESCALE(j) o##j = o##j * am;
 #endif
 
+// The phase profile of developers' builds (abi/phase_profile.h): PROF(X)
+// adds the cycles since the last mark to the subgroup's count of phase
+// PP_PROFILE_X. Nothing in other builds.
+#if PP_PHASE_PROFILE
+#include "abi/phase_profile.h"
+uint prof_t, prof_PROLOGUE = 0u, prof_TILE_START = 0u, prof_S = 0u, prof_LOADS = 0u, prof_SOFTMAX = 0u, prof_PV = 0u,
+     prof_LOCATE = 0u, prof_BARRIER_1 = 0u, prof_STAGING = 0u, prof_BARRIER_2 = 0u, prof_EPILOGUE = 0u;
+#define PROF(X) { const uint prof_now = clock2x32ARB().x; prof_##X += prof_now - prof_t; prof_t = prof_now; }
+#define PROF_ADD(X) atomicAdd(vka_status[PP_PROFILE_WORD0 + PP_PROFILE_##X], prof_##X >> PP_PROFILE_SHIFT);
+void prof_report(int tiles) {
+  PROF(EPILOGUE)
+  if (gl_SubgroupInvocationID == 0u) {
+    PROF_ADD(PROLOGUE) PROF_ADD(TILE_START) PROF_ADD(S) PROF_ADD(LOADS) PROF_ADD(SOFTMAX) PROF_ADD(PV)
+    PROF_ADD(LOCATE) PROF_ADD(BARRIER_1) PROF_ADD(STAGING) PROF_ADD(BARRIER_2) PROF_ADD(EPILOGUE)
+    atomicAdd(vka_status[PP_PROFILE_WORD0 + PP_PROFILE_TILES], uint(tiles));
+    atomicAdd(vka_status[PP_PROFILE_WORD0 + PP_PROFILE_ITEMS], 1u);
+  }
+}
+#else
+#define PROF(X)
+#endif
+
 void main() {
+#if PP_PHASE_PROFILE
+  prof_t = clock2x32ARB().x;
+#endif
   const uint linear = vka_linear_workgroup(pc.grid_x);
   if (linear >= pc.num_workgroups) return;
   // The last items first: a sequence's later rows see more keys.
@@ -530,6 +558,7 @@ void main() {
   bool prev_pv = false;      // whether this subgroup multiplies the previous tile's P and V
   int prev_k0 = 0;
   uint buf = 0u;             // tile t's third of key_at (t % 3)
+  PROF(PROLOGUE)
   for (int t = 0; t < num_tiles; ++t) {
 #if PA_TILE_KEY_LOADS
     const int k0 = carried_k0, k1 = carried_k1;
@@ -567,15 +596,18 @@ void main() {
     // This subgroup: nothing to see in the tile, or all of it with no mask.
     const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
     const bool whole = pa_subgroup_whole(g_it, rows, t, k0);
+    PROF(TILE_START)
 
     // S = Q K^T, one 16-wide head slice of Q at a time.
     MatS s0 = MatS(0.0), s1 = s0, s2 = s0, s3 = s0;
     if (!skip) {
       EACH_SLICE(S_FOR)
     }
+    PROF(S)
     if (LOADS_AFTER_S) {
       LOAD_NEXT()
     }
+    PROF(LOADS)
     // A pair's partial S: each stores its own, and adds its partner's.
     const uint s_at = warp * 16u * BC, partner_at = (warp ^ 1u) * 16u * BC;
 #if VKATTN_PATH == 2
@@ -626,8 +658,10 @@ void main() {
       SOFTMAX()
       EACH_SLICE(RESCALE)
       pp0 = p0; pp1 = p1; pp2 = p2; pp3 = p3;
+      PROF(SOFTMAX)
       EACH_SLICE(PV_FOR)
     }
+    PROF(PV)
     prev_pv = !skip;
     prev_k0 = k0;
     // Tile t + 2's addresses, in the third that neither this tile's loads nor the last's read.
@@ -637,14 +671,18 @@ void main() {
       bs_stage_key_documents(g_it, k2, t + 2);   // (with its keys, two tiles ahead)
 #endif
     }
+    PROF(LOCATE)
     barrier();   // every subgroup is done with the staged K and V
+    PROF(BARRIER_1)
     if (v_next) {
       STAGE_PART(kv, bufv, false, true)
     }
     if (more) {
       STAGE_PART(k1, buf1, true, false)
     }
+    PROF(STAGING)
     barrier();
+    PROF(BARRIER_2)
     buf = buf1;
   }
   if (V_LAG && num_tiles > 0) {   // the last tile's P V
@@ -706,4 +744,7 @@ void main() {
   }                                                                                                \
   subgroup_sync();
   EACH_SLICE(WRITE_O)
+#if PP_PHASE_PROFILE
+  prof_report(num_tiles);
+#endif
 }

@@ -16,6 +16,9 @@
 #include "context_impl.hpp"
 #include "matrix_element_order.hpp"
 #include "pipelines.hpp"
+#if VKATTN_PHASE_PROFILE
+#include "phase_profile.hpp"
+#endif
 #include "shader_registry.hpp"
 
 namespace vkattn {
@@ -282,6 +285,12 @@ uint32_t* ContextImpl::status_words(StatusSlot slot) const {
 }
 
 ContextImpl::~ContextImpl() {
+#if VKATTN_PHASE_PROFILE
+  if (device && owns_device) {   // (an adopted device has no shader clock of ours)
+    vk.vkDeviceWaitIdle(device);
+    detail::phase_profile_print(*this);
+  }
+#endif
   if (!device) {
     if (messenger) vk.vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
     if (owns_instance) vk.vkDestroyInstance(instance, nullptr);
@@ -399,6 +408,9 @@ Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()
                         VK_EXT_MEMORY_BUDGET_EXTENSION_NAME, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME,
                         VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME})
     if (contains(available, e)) impl.device_extensions.emplace_back(e);
+#if VKATTN_PHASE_PROFILE
+  if (contains(available, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) impl.device_extensions.emplace_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+#endif
   // VK_EXT_external_memory_host is unused by the library: on CPU devices it
   // lets tests import guard-paged host memory (tests/guarded_memory.hpp),
   // which is of no use on GPUs, where a read of a guard page is a device fault.
@@ -457,6 +469,10 @@ Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()
   dci2.pQueueCreateInfos = &qci;
   dci2.enabledExtensionCount = static_cast<uint32_t>(ext_ptrs.size());
   dci2.ppEnabledExtensionNames = ext_ptrs.data();
+#if VKATTN_PHASE_PROFILE
+  VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  detail::phase_profile_enable(impl, want.core, clock);
+#endif
   vk_check(vk.vkCreateDevice(impl.physical_device, &dci2, nullptr, &impl.device), "vkCreateDevice");
   impl.owns_device = true;
   vk.load_device(impl.device);
