@@ -1,8 +1,9 @@
 // A non-finite value in block-sparse attention's K or V reaches exactly the
-// rows that see it, where the keys end inside a tile: the prefill kernel
-// loads key Lkv - 1's row for the keys a tile holds past Lkv (no test per
-// load), so a NaN there must not reach rows through those stand-ins, and
-// the tiles that hold them count as partly seen even in a full block.
+// rows that see it where the keys end inside a tile, in partial blocks and
+// in full blocks that run past Lkv: whatever the kernels load for a tile's
+// keys past Lkv (zeros now; a stand-in row, tried, needed those tiles zeroed
+// and counted: DEVELOPERS.md, "A tile's phases by the subgroup clock") must
+// neither carry a NaN to rows that do not see it nor lose it for rows that do.
 #include <cstring>
 #include <vector>
 
@@ -76,7 +77,7 @@ TEST_P(BlockSparseNonFinite, ReachesOnlyTheRowsThatSeeIt) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BlockSparseNonFinite,
     ::testing::Values(
-        // Key 199, the stand-ins' row, seen by the last query only (causal)
+        // Key 199, the last, seen by the last query only (causal)
         // or by every row of q block 1 (full); key 150 by the queries from
         // 150 on; key 100 in a full block by every later row.
         NonFiniteCase{"v_nan_causal_last_key", true, false, {199}},
