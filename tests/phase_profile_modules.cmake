@@ -2,6 +2,7 @@
 # (VKATTN_PHASE_PROFILE, shaders/include/abi/phase_profile.h) still compile
 # and validate, although no other build compiles them: the paged and the
 # block-sparse op, on both matrix paths.
+include(${CMAKE_CURRENT_LIST_DIR}/spirv_val_one.cmake)
 foreach(variant "VKATTN_PATH=${COOPMAT2}" "VKATTN_PATH=${COOPMAT}" "VKATTN_PATH=${COOPMAT2};VKA_OP_BLOCK_SPARSE=1"
                 "VKATTN_PATH=${COOPMAT2};VKA_OP_BLOCK_SPARSE=1;BS_STAGED_DOCUMENTS=1")
   set(defines -DPP_PHASE_PROFILE=1)
@@ -16,9 +17,5 @@ foreach(variant "VKATTN_PATH=${COOPMAT2}" "VKATTN_PATH=${COOPMAT}" "VKATTN_PATH=
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "glslang failed on paged_prefill.comp with ${defines}: ${out}${err}")
   endif()
-  execute_process(COMMAND "${SPIRV_VAL}" --target-env ${ENV} "${spv}" RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "spirv-val rejected paged_prefill.comp with ${defines}: ${err}")
-  endif()
-  message(STATUS "valid: paged_prefill.comp with ${defines}")
+  vkattn_spirv_val("${spv}" "paged_prefill.comp with ${defines}")
 endforeach()
