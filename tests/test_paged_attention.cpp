@@ -302,6 +302,21 @@ std::vector<Combo> combos() {
     c.softcap = 30;
     add("gpu_decode_b40_h32x8_d128_e5m2_nhd_bs16_qbf16_softcap", c, true);
   }
+  // More sequences than a workgroup has invocations, most of several q tiles:
+  // each item finds its sequence among 300 (pa_find_seq), on every kernel
+  // (PrefillKernel::on sends the longer chunks to the prefill kernel on the
+  // matrix paths).
+  {
+    Seqs many;
+    for (uint32_t i = 0; i < 300; ++i) {
+      const uint32_t q = i % 10 == 0 ? 70 : 1 + (i * 7) % 40;
+      many.push_back({q, q + (i * 53) % 200});
+    }
+    auto c = make(many, 4, 2, 64, 16, DType::f16, KvLayout::nhd, 318);
+    c.prefill = PrefillKernel::on;
+    c.with_lse = true;
+    add("mixed_b300_h4x2_d64_f16_nhd_bs16_prefill_on_lse", c);
+  }
   // The split layout's V, staged transposed by the decode kernel (8 keys of
   // a head dim per load): keys outside a segment or the window masked inside
   // a load, fp8 bytes and 16-bit elements, 8- and 16-row tiles.
