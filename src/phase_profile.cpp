@@ -20,7 +20,7 @@ void phase_profile_print(const ContextImpl& impl) {
   if (!impl.status.mapped) return;
   uint64_t sum[PP_PROFILE_WORDS] = {};
   for (uint32_t slot = 0; slot < kStatusSlots; ++slot) {
-    const auto* words = reinterpret_cast<const uint32_t*>(static_cast<const char*>(impl.status.mapped) + kStatusSlotBytes * slot);
+    const uint32_t* words = impl.status_words(static_cast<StatusSlot>(slot));
     for (uint32_t i = 0; i < PP_PROFILE_WORDS; ++i) sum[i] += words[PP_PROFILE_WORD0 + i];
   }
   const uint64_t tiles = sum[PP_PROFILE_TILES], items = sum[PP_PROFILE_ITEMS];
