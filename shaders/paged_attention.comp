@@ -39,17 +39,20 @@ layout(local_size_x_id = 6) in;
 // attention's may differ; paged attention's is the same).
 const uint D = PA_HEAD_SIZE;
 const uint DV = PA_V_HEAD_SIZE;
-const uint DMAX = PA_HEAD_SIZE > PA_V_HEAD_SIZE ? PA_HEAD_SIZE : PA_V_HEAD_SIZE;
+const uint DMAX = PA_SCALAR_KV_DIMS(PA_HEAD_SIZE, PA_V_HEAD_SIZE);
 const uint QP = PA_HEAD_SIZE + 1;   // padded row strides (rows fall in different banks): Q's
 const uint DP = DMAX + 1;           // and the K or V tile's
 const uint BM = PA_BM;
 const uint BN = PA_BN;
 const uint WG = PA_WORKGROUP_SIZE;
 
-shared float Qs[PA_BM * (PA_HEAD_SIZE + 1)];    // q * scale
-shared float KVs[PA_BN * (DMAX + 1)];          // the K tile, then the V tile
-shared float Ss[PA_BM * PA_BN];                 // q.k, then logits, then P
-shared float Os[PA_BM * PA_V_HEAD_SIZE];        // O, unnormalised; element e belongs to invocation e % WG
+// (Sized by abi/paged_attention.h, whose PA_SCALAR_SHARED_BYTES the host's
+// tile choice counts: a new shared array belongs there too, which the test
+// SharedMemoryAbi checks.)
+shared float Qs[PA_SCALAR_Q_FLOATS(PA_BM, PA_HEAD_SIZE)];                  // q * scale
+shared float KVs[PA_SCALAR_KV_FLOATS(PA_BN, PA_HEAD_SIZE, PA_V_HEAD_SIZE)];  // the K tile, then the V tile
+shared float Ss[PA_SCALAR_S_FLOATS(PA_BM, PA_BN)];                         // q.k, then logits, then P
+shared float Os[PA_SCALAR_O_FLOATS(PA_BM, PA_V_HEAD_SIZE)];                // O, unnormalised; element e belongs to invocation e % WG
 shared float row_alpha[PA_BM];
 shared float row_m[PA_BM];
 shared float row_l[PA_BM];

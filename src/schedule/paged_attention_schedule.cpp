@@ -59,9 +59,8 @@ Tile choose_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t max_row
     return {bm, 16, nw * sg, rows};
   }
   // Scalar: the largest tile whose shared memory fits the device.
-  auto shared_bytes = [&](uint32_t bm, uint32_t bn) {   // Q, K/V, S, O, row state, block addresses, chunk bases, merge flag
-    return 4u * ((bm + bn) * (head_size + 1) + bm * bn + bm * head_size + 4 * bm) + 16u * bn + 64u + PA_CHUNK_BASE_BYTES + 16u;
-  };
+  // (head_size: the larger of q.k's and V's where they differ, an upper bound.)
+  auto shared_bytes = [&](uint32_t bm, uint32_t bn) { return PA_SCALAR_SHARED_BYTES(head_size, head_size, bm, bn); };
   uint32_t bm = max_rows >= 16 ? 16u : std::bit_ceil(std::max<uint32_t>(max_rows, 1));
   uint32_t bn = head_size <= 128 ? 32 : 16;
   while (shared_bytes(bm, bn) > dev.max_shared_memory && (bm > 4 || bn > 8)) {
@@ -216,7 +215,9 @@ Tile block_sparse_prefill_tile(const ScheduleDevice& dev, uint32_t head_size, ui
   auto usable = [&](uint32_t nw, uint32_t bn) {
     // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
     return nw % parts == 0 && q_block % (16 * nw / parts) == 0 && kv_block % bn == 0 &&
-           !(dev.path == Path::coopmat && nw > 4) && prefill_tile_fits(dev, head_size, nw, bn);
+           !(dev.path == Path::coopmat && nw > 4) && prefill_tile_fits(dev, head_size, nw, bn) &&
+           PP_SHARED_BYTES(head_size, nw, bn, dev.prefill_shared_softmax ? 1u : 0u) + PP_BS_DOCUMENT_BYTES(16 * nw / parts, bn) <=
+               dev.max_shared_memory;
   };
   const Tile best = prefill_tile(dev, head_size);
   if (best.bm && usable(best.workgroup / 32, best.bn)) return best;

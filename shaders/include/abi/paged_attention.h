@@ -189,6 +189,28 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 #define PA_SHARED_CHUNKS 8u
 #define PA_CHUNK_BASE_BYTES (2u * 8u * PA_SHARED_CHUNKS)
 
+// block_sparse_io.glsl's document ids in the prefill kernel's document
+// modules (BS_STAGED_DOCUMENTS): the item's rows' (BM, the workgroup's
+// rows) and three tiles' keys'. The host counts them for every block-sparse
+// tile (detail::block_sparse_prefill_tile), as it picks the tile before the
+// module.
+#define PP_BS_DOCUMENT_BYTES(BM, BC) (4u * (BM) + 4u * 3u * (BC))
+
+// paged_attention.comp (the scalar kernel, any device): its shared arrays,
+// sized here for the shader's declarations and for the host's tile choice
+// (detail::choose_tile). D: q.k's head size, DV: V's (block-sparse
+// attention's may differ), BM rows and BN keys per tile. Q's and the K/V
+// tile's rows are padded by one float, so that rows fall in different banks.
+#define PA_SCALAR_KV_DIMS(D, DV) ((D) > (DV) ? (D) : (DV))
+#define PA_SCALAR_Q_FLOATS(BM, D) ((BM) * ((D) + 1u))
+#define PA_SCALAR_KV_FLOATS(BN, D, DV) ((BN) * (PA_SCALAR_KV_DIMS(D, DV) + 1u))
+#define PA_SCALAR_S_FLOATS(BM, BN) ((BM) * (BN))
+#define PA_SCALAR_O_FLOATS(BM, DV) ((BM) * (DV))
+#define PA_SCALAR_SHARED_BYTES(D, DV, BM, BN)                                                             \
+  (4u * (PA_SCALAR_Q_FLOATS(BM, D) + PA_SCALAR_KV_FLOATS(BN, D, DV) + PA_SCALAR_S_FLOATS(BM, BN) +         \
+         PA_SCALAR_O_FLOATS(BM, DV) + 3u * (BM) /* row_alpha, row_m, row_l */) +                          \
+   16u * (BN) /* key_block, value_block */ + PA_CHUNK_BASE_BYTES + 4u /* split_kv_merge.glsl's flag */)
+
 // paged_attention_subgroup.comp (the decode kernel, matrix paths). Its tiles
 // have BM rows, the matrices' N (8 or 16), but an item of a plan whose
 // sequences have at most max_rows packed rows has at most TR of them: the

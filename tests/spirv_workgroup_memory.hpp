@@ -1,0 +1,30 @@
+// Test helper: the shared (Workgroup) memory a SPIR-V module declares for
+// given specialization constants, read from the module itself, so that the
+// ABI's shared-memory counts (abi/*.h), which the host's tile choices use,
+// can be checked against what the shaders really declare on any machine,
+// with no driver involved.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkattn::test {
+
+struct WorkgroupVariable {
+  std::string name;     // OpName, or "%<id>" without one
+  uint64_t bytes = 0;   // element sizes times array lengths (no padding)
+};
+
+// Every Workgroup-storage variable of `words`, its size evaluated with the
+// specialization constants `spec` (SpecId -> value; the module's defaults
+// for the others). Throws std::runtime_error on a construct it does not
+// evaluate (an unknown opcode in a size's specialization-constant
+// expression, an opaque type in shared memory), so that a test cannot pass
+// on a size it did not compute.
+std::vector<WorkgroupVariable> workgroup_variables(std::span<const uint32_t> words, const std::map<uint32_t, uint32_t>& spec);
+
+uint64_t workgroup_bytes(std::span<const uint32_t> words, const std::map<uint32_t, uint32_t>& spec);
+
+}  // namespace vkattn::test
