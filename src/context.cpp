@@ -481,6 +481,16 @@ Context::Context(ContextOptions options) : impl_(std::make_shared<ContextImpl>()
 }
 
 Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
+#if VKATTN_PHASE_PROFILE
+  // The profiled prefill modules read the subgroup clock, which only a device
+  // the Context creates has enabled (phase_profile_enable): on an adopted one
+  // their pipelines would be invalid.
+  (void)info;
+  (void)options;
+  throw Error("Context::adopt: this library is a VKATTN_PHASE_PROFILE build (developers' phase profile), whose kernels need "
+              "VK_KHR_shader_clock enabled as only a device the Context creates has it: use Context() or a build without "
+              "VKATTN_PHASE_PROFILE");
+#else
   if (!info.instance || !info.physical_device || !info.device)
     throw Error("Context::adopt: instance, physical_device and device must all be set (got " +
                 std::string(info.instance ? "" : "instance=null ") + (info.physical_device ? "" : "physical_device=null ") +
@@ -528,6 +538,7 @@ Context Context::adopt(const AdoptInfo& info, ContextOptions options) {
   impl.device = info.device;   // set last: ~ContextImpl touches the device only once it is complete
   finish_setup(impl);
   return ctx;
+#endif
 }
 
 Context::Context(AdoptTag) {}
