@@ -185,5 +185,51 @@ TEST(SharedMemoryAbi, DecodeKernelCountCoversWhatItsModulesDeclare) {
   EXPECT_GT(checked, 100);
 }
 
+// Half-tile staging (PA_STAGE_HALVES): the modules that take it declare no
+// more than PA_SUBGROUP_SHARED_BYTES_H's count with H = 1, which the plan
+// counts. At head size 128 with an fp8 cache the plan counts 3 workgroups
+// of 4 subgroups per SM: 3 such counts fit 48 KiB for tiles of up to 8 rows
+// (decode with GQA up to 8). (With 16 rows they do not, and the plan still
+// counts 3: DEVELOPERS.md, "The shared-memory counts checked against the
+// SPIR-V".) At head size 256 (head halves) the plan itself tests that 2 fit.
+TEST(SharedMemoryAbi, HalfTileModulesFitTheWorkgroupsPerSmThePlanCounts) {
+  constexpr uint32_t kSmShared = 48u * 1024u;   // an SM's, for all its workgroups (DEVELOPERS.md)
+  int checked = 0;
+  for (Path path : {Path::coopmat2, Path::coopmat})
+    for (uint32_t rows : {4u, 8u, 16u}) {
+      detail::ScheduleDevice dev;
+      dev.path = path;
+      dev.has_16x8x16 = true;
+      const char* p = path == Path::coopmat2 ? "coopmat2" : "coopmat";
+      struct Case {
+        const char* kernel;
+        uint32_t head_size, q_dtype, cache_dtype, per_sm;
+      };
+      for (const Case c : {Case{"paged_attention", 128, abi::DTYPE_F16, abi::DTYPE_FP8_E4M3, 3},
+                           Case{"paged_attention", 128, abi::DTYPE_F16, abi::DTYPE_FP8_E5M2, 3},
+                           Case{"paged_attention_bf16", 128, abi::DTYPE_BF16, abi::DTYPE_FP8_E4M3, 3},
+                           Case{"paged_attention_bf16", 128, abi::DTYPE_BF16, abi::DTYPE_FP8_E5M2, 3},
+                           Case{"paged_attention", 256, abi::DTYPE_F16, abi::DTYPE_F16, 2},
+                           Case{"paged_attention_bf16", 256, abi::DTYPE_BF16, abi::DTYPE_BF16, 2}}) {
+        detail::Tile t = detail::choose_tile(dev, c.head_size, rows);
+        t.workgroup = 4u * 32u;   // (the plans' 4-subgroup workgroups)
+        Spec s = tile_spec(c.head_size, t);
+        s[spec_id::PA_TILE_ROWS] = t.rows;
+        s[spec_id::PA_SUBGROUP_SIZE] = 32;
+        s[spec_id::PA_Q_DTYPE] = c.q_dtype;
+        s[spec_id::PA_CACHE_DTYPE] = c.cache_dtype;
+        s[spec_id::PA_STAGE_HALVES] = 1;
+        const uint64_t host = PA_SUBGROUP_SHARED_BYTES_H(c.head_size, 4u, t.bm, t.rows, 1u, 1u);
+        const Declared d = declared(c.kernel, p, s);
+        SCOPED_TRACE(std::string(c.kernel) + "/" + p + ", " + tile_text(c.head_size, t) + ", rows " + std::to_string(t.rows) +
+                     ", cache dtype " + std::to_string(c.cache_dtype));
+        EXPECT_LE(d.bytes, host) << d.listing;
+        if (c.per_sm == 3 && t.rows <= 8) EXPECT_LE(3u * host, kSmShared);
+        ++checked;
+      }
+    }
+  EXPECT_EQ(checked, 36);
+}
+
 }  // namespace
 }  // namespace vkattn::test
