@@ -286,7 +286,7 @@ uint32_t* ContextImpl::status_words(StatusSlot slot) const {
 
 ContextImpl::~ContextImpl() {
 #if VKATTN_PHASE_PROFILE
-  if (device && owns_device) {   // (an adopted device has no shader clock of ours)
+  if (device && owns_device) {   // (Context::adopt refuses in this build)
     vk.vkDeviceWaitIdle(device);
     detail::phase_profile_print(*this);
   }

@@ -182,11 +182,12 @@ std::vector<uint32_t> matrix_subgroup_choices(uint32_t max_subgroups) {
   return usual == max_subgroups ? std::vector<uint32_t>{usual} : std::vector<uint32_t>{usual, max_subgroups};
 }
 
-bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn) {
+bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t nw, uint32_t bn, uint32_t extra_shared) {
   const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size), parts = PP_HEAD_PARTS(head_size);
   // A pair splits the head's 16-wide slices evenly: 144, 176, 208 and 240 keep the decode kernel.
   return head_size <= 256 && head_size % (16 * parts) == 0 && nw % parts == 0 && bn % 16 == 0 && bn <= 64 &&
-         PP_SHARED_BYTES(head_size, nw, bn, sm) <= dev.max_shared_memory && 2 * bn * row >= 64 * nw && bn * head_size / 8 <= 8 * 32 * nw;
+         PP_SHARED_BYTES(head_size, nw, bn, sm) + extra_shared <= dev.max_shared_memory && 2 * bn * row >= 64 * nw &&
+         bn * head_size / 8 <= 8 * 32 * nw;
 }
 
 Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
@@ -215,9 +216,8 @@ Tile block_sparse_prefill_tile(const ScheduleDevice& dev, uint32_t head_size, ui
   auto usable = [&](uint32_t nw, uint32_t bn) {
     // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
     return nw % parts == 0 && q_block % (16 * nw / parts) == 0 && kv_block % bn == 0 &&
-           !(dev.path == Path::coopmat && nw > 4) && prefill_tile_fits(dev, head_size, nw, bn) &&
-           PP_SHARED_BYTES(head_size, nw, bn, dev.prefill_shared_softmax ? 1u : 0u) + PP_BS_DOCUMENT_BYTES(16 * nw / parts, bn) <=
-               dev.max_shared_memory;
+           !(dev.path == Path::coopmat && nw > 4) &&
+           prefill_tile_fits(dev, head_size, nw, bn, PP_BS_DOCUMENT_BYTES(16 * nw / parts, bn));
   };
   const Tile best = prefill_tile(dev, head_size);
   if (best.bm && usable(best.workgroup / 32, best.bn)) return best;

@@ -132,8 +132,9 @@ Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
 // Whether the prefill kernel can run nw subgroups (16 rows each, or each pair
 // 16 rows above head size 128) with K/V tiles of bn keys for this head size:
 // its shared memory (PP_SHARED_BYTES), the layout rules abi/paged_attention.h
-// states, and its registers.
-bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_t nw, uint32_t bn);
+// states, and its registers. extra_shared: bytes an op's modules declare
+// beyond PP_SHARED_BYTES (block-sparse attention's document ids).
+bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_t nw, uint32_t bn, uint32_t extra_shared = 0);
 // Block-sparse attention's tile on the prefill kernel, whose rows must divide
 // the mask's q blocks and whose keys its kv blocks: prefill_tile's where it
 // does, else the largest that does (subgroups first, then keys; at most 4
