@@ -419,6 +419,50 @@ TEST(PagedAttentionPlanSegments, RegisterBuiltBf16MatricesCountTwoWorkgroupsPerS
   EXPECT_FALSE(f.stage_halves);
 }
 
+// fp8 caches at head size 128 stage half tiles where more workgroups per SM
+// pay. With 16 tile rows (GQA 16, or two-token rows at GQA 8) a workgroup
+// of 4 takes 29008 bytes of shared memory in whole tiles and 20816 in
+// halves: an SM holds 1 and 2 of them, not the 2 and 3 of 8-row tiles, and
+// the plan's waves count so (the split of B=96, 384 items: 2 segments for
+// waves of 2 per SM, where waves of 3 would leave it unsplit).
+TEST(PagedAttentionPlanSegments, SixteenRowHalfTilesCountTheWorkgroupsTheirSharedMemoryHolds) {
+  const detail::ScheduleDevice dev = h200_coopmat2();
+  EXPECT_EQ(detail::decode_workgroups_per_sm(dev, 128, 16, 16, false), 1u);
+  EXPECT_EQ(detail::decode_workgroups_per_sm(dev, 128, 16, 16, true), 2u);
+  EXPECT_EQ(detail::decode_workgroups_per_sm(dev, 128, 8, 8, false), 2u);
+  EXPECT_EQ(detail::decode_workgroups_per_sm(dev, 128, 8, 8, true), 3u);
+  const float wave = detail::half_staging_wave(DType::f16);
+  for (uint32_t query_len : {1u, 2u}) {
+    for (uint32_t b : {16u, 34u, 48u, 64u, 96u, 256u}) {
+      Batch fp8({}, 0);
+      for (uint32_t i = 0; i < b; ++i) {
+        fp8.qsl.push_back(fp8.qsl.back() + int32_t(query_len));
+        fp8.lens.push_back(4096);
+      }
+      fp8.p.num_q_heads = query_len == 1 ? 64 : 32;   // GQA 16, or GQA 8 with two tokens: 16 rows
+      fp8.p.num_kv_heads = 4;
+      fp8.p.max_query_len = query_len;
+      fp8.p.num_seqs = b;
+      fp8.p.num_tokens = uint32_t(fp8.qsl.back());
+      fp8.p.query_start_loc = fp8.qsl;
+      fp8.p.seq_lens = fp8.lens;
+      fp8.p.half_staging_wave = wave;
+      const detail::Schedule s = detail::schedule_paged_attention(dev, fp8.p);
+      const std::string at = "B=" + std::to_string(b) + " query_len " + std::to_string(query_len);
+      ASSERT_EQ(s.tile_rows, 16u) << at;
+      const std::vector<int64_t> items(4 * b, 4096);
+      // Halves where the items are more than the SMs hold whole (one each).
+      EXPECT_EQ(s.stage_halves, b > 33) << at;
+      EXPECT_EQ(s.stage_halves, detail::half_staging_pays(Path::coopmat2, 132, items, wave, 2, 1)) << at;
+      if (s.stage_halves) {
+        EXPECT_EQ(s.num_segments, detail::automatic_segments(Path::coopmat2, 132, items, 2)) << at;
+        EXPECT_LE(2u * PA_SUBGROUP_SHARED_BYTES_H(128, 4, s.bm, s.tile_rows, 1u, 1u), dev.max_shared_memory) << at;
+      }
+      if (b == 96) EXPECT_EQ(s.num_segments, 2u) << at;
+    }
+  }
+}
+
 // 16-bit caches at head size 256 (ScheduleProblem::head_halves): their whole
 // tiles (38.5 KiB per workgroup of 4) allow one workgroup per SM, half tiles
 // two, so such plans stage halves where the items are more than the SMs, and

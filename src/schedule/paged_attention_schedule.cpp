@@ -88,15 +88,23 @@ float half_staging_wave(DType q_dtype) {
   return q_dtype == DType::bf16 ? 1.29f : 1.22f;
 }
 
-bool half_staging_pays(Path path, uint32_t sms, const ItemKeys& st, float wave) {
-  // Up to 2 per SM, 3 per SM would run no more items at once.
-  if (path == Path::scalar || wave <= 0 || st.items <= 2ull * sms) return false;
+bool half_staging_pays(Path path, uint32_t sms, const ItemKeys& st, float wave, uint32_t halves_per_sm,
+                       uint32_t whole_per_sm) {
+  // Up to whole_per_sm per SM, more per SM would run no more items at once.
+  if (path == Path::scalar || wave <= 0 || halves_per_sm <= whole_per_sm || st.items <= uint64_t(whole_per_sm) * sms)
+    return false;
   if (!st.even()) return true;   // (uneven batches stay unsplit: more of them at once)
   auto waves = [&](uint32_t per_sm) {
     const uint64_t s = automatic_segments(path, sms, st, per_sm), per_wave = uint64_t(per_sm) * sms;
     return double((st.items * s + per_wave - 1) / per_wave) / double(s);
   };
-  return double(wave) * waves(3) < waves(2);
+  return double(wave) * waves(halves_per_sm) < waves(whole_per_sm);
+}
+
+uint32_t decode_workgroups_per_sm(const ScheduleDevice& dev, uint32_t head_size, uint32_t bm, uint32_t tile_rows,
+                                  bool halves) {
+  return std::max<uint32_t>(
+      1u, dev.max_shared_memory / PA_SUBGROUP_SHARED_BYTES_H(head_size, 4u, bm, tile_rows, 1u, halves ? 1u : 0u));
 }
 
 uint32_t automatic_segments(Path path, uint32_t sms, const ItemKeys& st, uint32_t per_sm) {
@@ -362,17 +370,20 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
   // Head halves where two such workgroups fit an SM's shared memory (not
   // with 8 tile rows: GQA 8 at head size 256).
-  const bool head_halves =
-      p.head_halves && 2u * PA_SUBGROUP_SHARED_BYTES_H(p.head_size, 4u, s.bm, s.tile_rows, 1u, 1u) <= dev.max_shared_memory;
-  const bool halves = p.registers_hold_two || head_halves || half_staging_pays(dev.path, sms, base, p.half_staging_wave);
+  // 4-subgroup workgroups an SM's shared memory holds, whole and half tiles.
+  const uint32_t whole_fit = decode_workgroups_per_sm(dev, p.head_size, s.bm, s.tile_rows, false);
+  const uint32_t halves_fit = decode_workgroups_per_sm(dev, p.head_size, s.bm, s.tile_rows, true);
+  const bool head_halves = p.head_halves && halves_fit >= 2u;
+  const bool halves = p.registers_hold_two || head_halves ||
+                      half_staging_pays(dev.path, sms, base, p.half_staging_wave, std::min(halves_fit, 3u), whole_fit);
   // 4-subgroup workgroups an SM holds: 2 where registers or head halves
-  // allow no more, 3 with fp8 half tiles, else as many as their shared
-  // memory allows, 2 or 3 (3 from head size 80 down: H200, head size 64,
-  // ctx 4096, B=64 took 187.8 µs unsplit and 154.7 in the 3 segments this
-  // gives, B=256 579.8 unsplit, as it stays; DEVELOPERS.md).
-  const uint32_t whole_per_sm =
-      std::clamp<uint32_t>(dev.max_shared_memory / PA_SUBGROUP_SHARED_BYTES(p.head_size, 4u, s.bm, s.tile_rows, 1u), 2u, 3u);
-  const uint32_t per_sm = p.registers_hold_two || head_halves ? 2u : halves ? 3u : whole_per_sm;
+  // allow no more; with fp8 half tiles as many as their shared memory
+  // allows, 2 or 3 (16 tile rows at head size 128: 20.3 KiB each, 2; up to
+  // 8: 3); else as many as whole tiles' shared memory allows, 2 or 3 (3
+  // from head size 80 down: H200, head size 64, ctx 4096, B=64 took 187.8
+  // µs unsplit and 154.7 in the 3 segments this gives, B=256 579.8
+  // unsplit, as it stays; DEVELOPERS.md).
+  const uint32_t per_sm = p.registers_hold_two || head_halves ? 2u : std::clamp(halves ? halves_fit : whole_fit, 2u, 3u);
   uint64_t segments = 1;
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));

@@ -170,10 +170,19 @@ struct ItemKeys {
 // ones, as measured for the module of this q dtype (H200, fp8 caches).
 float half_staging_wave(DType q_dtype);
 // Whether a module that can stage half a tile per subgroup should, for these
-// items: when its 3 workgroups per SM, each wave of them `wave` times as
-// long as a wave of 2, run the batch in less time than 2 per SM would, each
-// with its best split.
-bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items, float wave);
+// items: when its halves_per_sm workgroups per SM, each wave of them `wave`
+// times as long as a wave of whole_per_sm whole-tile ones, run the batch in
+// less time than whole tiles would, each with its best split. The counts are
+// what an SM's shared memory holds (decode_workgroups_per_sm): 3 and 2 at
+// head size 128 with up to 8 tile rows, 2 and 1 with 16.
+bool half_staging_pays(Path path, uint32_t multiprocessors, const ItemKeys& items, float wave, uint32_t halves_per_sm = 3,
+                       uint32_t whole_per_sm = 2);
+// 4-subgroup decode workgroups of this tile (whole or half tiles staged)
+// that an SM's shared memory holds at once, at least 1 (the SM gives all its
+// workgroups together dev.max_shared_memory; DEVELOPERS.md, "What holds
+// decode workgroups per SM").
+uint32_t decode_workgroups_per_sm(const ScheduleDevice& dev, uint32_t head_size, uint32_t bm, uint32_t tile_rows,
+                                  bool halves);
 // Segments of an automatically split plan (1: no split), from the work items
 // before any split: split when they give fewer than 2 workgroups per
 // multiprocessor, and on the matrix paths when even items would leave the
