@@ -39,6 +39,40 @@ TEST_F(PagedAttentionSafety, CorruptedBlockTableIsClampedAndReported) {
   for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 1.0f) << "element " << i;
 }
 
+// The same through the prefill kernel, which notes a bad entry in its key
+// loop and reports it after the loop (PA_DEFERRED_BLOCK_REPORT): the first
+// bad key's entry, with block 0 read for every bad one.
+TEST_F(PagedAttentionSafety, CorruptedBlockTableIsReportedByThePrefillKernel) {
+  KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 128};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(0x3C003C00u);   // every element 1.0
+  constexpr uint32_t T = 100, Hq = 8, D = 128;   // one causal prefill of 100 tokens, 7 blocks
+  DeviceBatch batch(ctx(), {0, int32_t(T)}, {int32_t(T)}, {1, 2, 3, 4, 5, 6, 7}, 7);
+  PagedAttentionPlanOptions o;
+  o.prefill = PrefillKernel::on;
+  PagedAttentionPlan plan(ctx(), cfg, Hq, DType::f16, batch.lengths(), o);
+  // (Every matrix path runs it with PrefillKernel::on; the scalar kernel reports in its loop.)
+  EXPECT_EQ(plan.routes_prefill(), plan.path() != Path::scalar);
+  batch.block_table() = {1, 2, 3, -7, 5, 1 << 30, 7};   // keys 48-63 and 80-95
+  batch.upload();
+  Buffer q(ctx(), T * Hq * D * 2), out(ctx(), T * Hq * D * 4);
+  q.fill(0x3C003C00u);
+  out.fill(0x7FC00000u);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {T, Hq, D});
+  a.out = TensorView::contiguous(out, DType::f32, {T, Hq, D});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), "block_table[0, 3] = -7", "not a block of the cache");
+  auto o_ = out.download_as<float>(T * Hq * D);
+  // Every value read was 1.0 (to the kernels' rounding of P and its sums over several tiles).
+  for (size_t i = 0; i < o_.size(); ++i) ASSERT_NEAR(o_[i], 1.0f, 1e-6f) << "element " << i;
+  // A table whose only bad entry is the last tile's: reported too.
+  batch.block_table() = {1, 2, 3, 4, 5, 6, 8};
+  batch.upload();
+  EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, a), "block_table[0, 6] = 8", "not a block of the cache");
+}
+
 class PagedAttentionPathChoice : public VkTest {};
 
 TEST_F(PagedAttentionPathChoice, DecodeAndPrefillRunTheBestPathBf16WhereTheDeviceMultipliesIt) {
