@@ -350,18 +350,6 @@ TEST_F(PrefixPrefillSmall, BadInputNamesTheField) {
 // no plan needed; the fused write's checks came after the attention was
 // recorded, under write_kv_cache's name; and neither its slot_mapping nor the
 // attention's inputs were kept apart from what it writes.
-// The prefill kernel reports a bad entry after its key loop
-// (PA_DEFERRED_BLOCK_REPORT), the decode and scalar kernels where they read it.
-TEST_F(PrefixPrefillSmall, BadBlockEntryIsReportedByThePrefillKernelToo) {
-  PrefixPrefillOptions o;
-  o.prefill = PrefillKernel::on;
-  PrefixPrefillPlan p(ctx(), cfg_, Hq, DType::f16, batch_->lengths(), o);
-  EXPECT_EQ(p.attention().routes_prefill(), p.attention().path() != Path::scalar);
-  batch_->block_table() = {3, 9, 6, 0};
-  batch_->upload();
-  EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), p, *cache_, args()), "prefix_prefill: block_table[0, 1] = 9");
-}
-
 TEST_F(PrefixPrefillSmall, NoTokensRunWithoutAWorkspace) {
   DeviceBatch none(ctx(), {0, 0}, {5}, {3}, 1);
   const PrefixPrefillPlan p(ctx(), cfg_, Hq, DType::f16, none.lengths());

@@ -248,35 +248,11 @@ int pa_raw_block(uint seq, int k_pos) {
   return block_table_words[pa_view_offset(PA_VIEW_BLOCK_TABLE) + seq * pc.block_table_stride + col];
 }
 
-#if PA_DEFERRED_BLOCK_REPORT
-// Kernels that define PA_DEFERRED_BLOCK_REPORT (the prefill kernel) note the
-// first key whose entry is bad in shared memory, and report it once, after
-// their key loop (pa_report_bad_block): the report's code (an atomic on the
-// status buffer and a buffer memory barrier, never executed) in the key
-// loop's lookups made the paged prefill kernel about 5% slower
-// (DEVELOPERS.md, "The block-table report out of the key loop").
-shared uint pa_first_bad_block_key;
-void pa_bad_block_init() {
-  if (gl_LocalInvocationIndex == 0u) pa_first_bad_block_key = 0xFFFFFFFFu;   // (a barrier follows before any lookup)
-}
-// After a barrier that follows every lookup of the sequence's keys.
-void pa_report_bad_block(uint seq) {
-  if (gl_LocalInvocationIndex != 0u) return;
-  const uint k = atomicAdd(pa_first_bad_block_key, 0u);
-  if (k != 0xFFFFFFFFu)
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
-}
-#endif
-
 // Keeps an entry that is not a block of the cache inside it (block 0 stands
 // in) and reports it.
 uint pa_checked_block(int b, uint seq, int k_pos) {
   if (b < 0 || uint(b) >= pc.num_blocks) {
-#if PA_DEFERRED_BLOCK_REPORT
-    atomicMin(pa_first_bad_block_key, uint(k_pos));
-#else
     vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(uint(k_pos) / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(b));
-#endif
     return 0u;
   }
   return uint(b);

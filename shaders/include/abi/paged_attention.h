@@ -180,7 +180,7 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 16u * PP_KEY_TILES(SM) * (BC) /* key_at */ + \
-   16u /* flags */ + 4u /* pa_first_bad_block_key */ +                                                        \
+   16u /* flags */ +                                                                                          \
    PA_CHUNK_BASE_BYTES)
 
 // The chunk bases the paged kernels hold in shared memory (paged_attention_io.glsl):
