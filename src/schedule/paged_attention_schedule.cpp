@@ -368,11 +368,11 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   }
 
   const uint32_t sms = std::max(dev.multiprocessors, 1u);
-  // Head halves where two such workgroups fit an SM's shared memory (not
-  // with 8 tile rows: GQA 8 at head size 256).
   // 4-subgroup workgroups an SM's shared memory holds, whole and half tiles.
   const uint32_t whole_fit = decode_workgroups_per_sm(dev, p.head_size, s.bm, s.tile_rows, false);
   const uint32_t halves_fit = decode_workgroups_per_sm(dev, p.head_size, s.bm, s.tile_rows, true);
+  // Head halves where two such workgroups fit an SM's shared memory (not
+  // with 8 tile rows: GQA 8 at head size 256).
   const bool head_halves = p.head_halves && halves_fit >= 2u;
   const bool halves = p.registers_hold_two || head_halves ||
                       half_staging_pays(dev.path, sms, base, p.half_staging_wave, std::min(halves_fit, 3u), whole_fit);
