@@ -518,6 +518,34 @@ TEST(PagedAttentionPlanSegments, SixteenRowHalfTilesCountTheWorkgroupsTheirShare
   }
 }
 
+// f16 and bf16 caches have no half tiles: with 16 tile rows their whole
+// tiles (29008 bytes per workgroup of 4) run one workgroup per SM, and the
+// plan splits by waves of one. H200, GQA 16, ctx 4096, µs: B=34 (136 items)
+// took 190.2 unsplit and 154.5 in the 4 segments waves of one give; B=96 (384
+// items) 327.3 in the 2 segments waves of two gave and 290.0 unsplit, as
+// waves of one leave it; B=64 195 either way (DEVELOPERS.md, "What holds
+// decode workgroups per SM").
+TEST(PagedAttentionPlanSegments, SixteenRowWholeTilesCountOneWorkgroupPerSm) {
+  for (bool bf16 : {false, true}) {
+    detail::ScheduleDevice dev = h200_coopmat2();
+    dev.has_16x8x16 = !bf16;
+    dev.bf16 = bf16;
+    for (uint32_t b : {16u, 34u, 48u, 64u, 96u, 256u}) {
+      Batch gqa16({}, b, 4096);
+      gqa16.p.num_q_heads = 64;
+      gqa16.p.num_kv_heads = 4;
+      const detail::Schedule s = detail::schedule_paged_attention(dev, gqa16.p);
+      const std::string at = "B=" + std::to_string(b) + (bf16 ? " bf16" : " f16");
+      ASSERT_EQ(s.tile_rows, 16u) << at;
+      ASSERT_FALSE(s.stage_halves) << at;
+      EXPECT_EQ(s.workgroup, 128u) << at;
+      EXPECT_EQ(s.num_segments, detail::automatic_segments(Path::coopmat2, 132, std::vector<int64_t>(4 * b, 4096), 1)) << at;
+      if (b == 34) EXPECT_EQ(s.num_segments, 4u) << at;
+      if (b == 96) EXPECT_EQ(s.num_segments, 1u) << at;
+    }
+  }
+}
+
 // 16-bit caches at head size 256 (ScheduleProblem::head_halves): their whole
 // tiles (38.5 KiB per workgroup of 4) allow one workgroup per SM, half tiles
 // two, so such plans stage halves where the items are more than the SMs, and

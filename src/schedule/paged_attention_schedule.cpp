@@ -379,11 +379,13 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   // 4-subgroup workgroups an SM holds: 2 where registers or head halves
   // allow no more; with fp8 half tiles as many as their shared memory
   // allows, 2 or 3 (16 tile rows at head size 128: 20.3 KiB each, 2; up to
-  // 8: 3); else as many as whole tiles' shared memory allows, 2 or 3 (3
+  // 8: 3); else as many as whole tiles' shared memory allows, 1 to 3 (3
   // from head size 80 down: H200, head size 64, ctx 4096, B=64 took 187.8
   // µs unsplit and 154.7 in the 3 segments this gives, B=256 579.8
-  // unsplit, as it stays; DEVELOPERS.md).
-  const uint32_t per_sm = p.registers_hold_two || head_halves ? 2u : std::clamp(halves ? halves_fit : whole_fit, 2u, 3u);
+  // unsplit, as it stays; 1 with 16 tile rows at head size 128, 29 KiB per
+  // workgroup, where f16 and bf16 caches have no half tiles; DEVELOPERS.md,
+  // "What holds decode workgroups per SM").
+  const uint32_t per_sm = p.registers_hold_two || head_halves ? 2u : std::clamp(halves ? halves_fit : whole_fit, 1u, 3u);
   uint64_t segments = 1;
   if (p.split == SplitKv::on)
     segments = p.num_segments ? p.num_segments : std::max<uint64_t>(2, (4ull * sms + base.items - 1) / std::max<uint64_t>(base.items, 1));
