@@ -75,6 +75,7 @@
 #include "block_sparse_nonfinite.glsl"
 #else
 #include "abi/paged_attention.h"
+#define PA_DEFERRED_BLOCK_REPORT 1   // a bad block-table entry reported after the key loop
 #include "paged_attention_io.glsl"
 #include "matrix_element.glsl"
 #include "attention_nonfinite.glsl"
@@ -465,6 +466,9 @@ void main() {
   const bool has_rows = g_row0 < g_it.row_count;
 
   if (tid == 0u) wg_flags[0] = 0u;
+#if !VKA_OP_BLOCK_SPARSE
+  pa_bad_block_init();
+#endif
   // The prologue's loads go out together, before anything waits on one: the
   // chunk table's first entries, the first two tiles' keys and block-table
   // entries, Q (and the documents' ids). A store of a load's value waits
@@ -699,7 +703,13 @@ void main() {
   // the subgroup's 64 uvec4s of kv_stage (free after the key loop: the
   // barrier below; the host keeps 2 * BC * ROW >= 64 * NW).
   if (staged_nonfinite) wg_flags[0] = 1u;
+#if !VKA_OP_BLOCK_SPARSE
+  pa_bad_block_note();   // (every lookup of the loop is done)
+#endif
   barrier();
+#if !VKA_OP_BLOCK_SPARSE
+  pa_report_bad_block(g_it.seq);
+#endif
   const bool fix = wg_flags[0] != 0u;
   const uint o_at = warp * 64u;
 #if VKATTN_PATH == 2

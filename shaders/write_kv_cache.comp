@@ -134,8 +134,8 @@ void main() {
 
   const uint x = 16u / ESIZE;
   const uint64_t block_bytes = uint64_t(WKV_BLOCK_SIZE) * WKV_NUM_KV_HEADS * WKV_HEAD_SIZE * ESIZE;
-  const uint64_t k_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, block_bytes, false, block);
-  const uint64_t v_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, block_bytes, true, block);
+  const uint64_t k_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, pc.chunk_magic, block_bytes, false, block);
+  const uint64_t v_block = vka_kv_block_address(pc.chunk_table_address, pc.num_k_chunks, pc.blocks_per_chunk, pc.chunk_magic, block_bytes, true, block);
   // Only the split layout's V places consecutive dims apart (block_size elements).
   const bool v_contiguous = WKV_LAYOUT != KV_LAYOUT_SPLIT;
   const uint64_t v_stride = uint64_t(WKV_BLOCK_SIZE) * ESIZE;

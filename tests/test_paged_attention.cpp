@@ -473,10 +473,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCombos, ::testing::ValuesIn(combo
 // (PA_SHARED_CHUNKS): keys in the further chunks take their chunk's base from
 // the table in memory. Small chunks force it on any device; a decode split
 // into segments and a prompt on the prefill kernel (matrix paths) both read
-// keys there.
+// keys there. Chunks of 3 blocks, not a power of two, so that the kernels'
+// chunk division by a multiplier (abi/kv_chunk_division.h) is exercised
+// where a shift alone would not do.
 TEST(PagedAttentionChunks, KeysPastTheSharedChunkTableReadTheTableInMemory) {
   auto opts = test_options();
-  opts.max_chunk_bytes = 4 * 16 * 2 * 64 * 2;   // 4 blocks of 16 tokens, 2 heads x 64, f16
+  opts.max_chunk_bytes = 3 * 16 * 2 * 64 * 2 + 100;   // 3 blocks of 16 tokens, 2 heads x 64, f16
   Context ctx(opts);
   auto c = make({{1, 1328}, {160, 463}, {1, 37}}, 4, 2, 64, 16, DType::f16, KvLayout::nhd, 431);
   c.prefill = PrefillKernel::on;
@@ -484,7 +486,7 @@ TEST(PagedAttentionChunks, KeysPastTheSharedChunkTableReadTheTableInMemory) {
   c.num_segments = 3;
   {
     const PagedKvCache probe(ctx, KvCacheConfig{.num_blocks = 114, .block_size = 16, .num_kv_heads = 2, .head_size = 64});
-    ASSERT_EQ(probe.blocks_per_chunk(), 4u);
+    ASSERT_EQ(probe.blocks_per_chunk(), 3u);
     ASSERT_GT(probe.num_chunks(), PA_SHARED_CHUNKS * 2u);
   }
   auto r = tool::run_paged_attention(ctx, c);

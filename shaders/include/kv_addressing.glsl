@@ -16,19 +16,22 @@
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer VkaChunkTable { uint64_t address[]; };
 
 #include "abi/kv_element_index.h"
+#include "abi/kv_chunk_division.h"
 
-// Chunk holding `block`, and the block's byte offset inside it.
-void vka_kv_locate_block(uint block, uint blocks_per_chunk, uint64_t block_bytes, out uint chunk, out uint64_t offset) {
-  chunk = block / blocks_per_chunk;
+// Chunk holding `block` (< 2^31), and the block's byte offset inside it;
+// chunk_magic is vka_kv_chunk_magic(blocks_per_chunk), the host's.
+void vka_kv_locate_block(uint block, uint blocks_per_chunk, uint chunk_magic, uint64_t block_bytes, out uint chunk,
+                         out uint64_t offset) {
+  chunk = vka_kv_chunk_of(block, blocks_per_chunk, chunk_magic);
   offset = uint64_t(block - chunk * blocks_per_chunk) * block_bytes;
 }
 
 // Device address of the first byte of `block` in the K (is_value false) or V cache.
-uint64_t vka_kv_block_address(uint64_t chunk_table, uint num_k_chunks, uint blocks_per_chunk,
+uint64_t vka_kv_block_address(uint64_t chunk_table, uint num_k_chunks, uint blocks_per_chunk, uint chunk_magic,
                               uint64_t block_bytes, bool is_value, uint block) {
   uint chunk;
   uint64_t offset;
-  vka_kv_locate_block(block, blocks_per_chunk, block_bytes, chunk, offset);
+  vka_kv_locate_block(block, blocks_per_chunk, chunk_magic, block_bytes, chunk, offset);
   return VkaChunkTable(chunk_table).address[(is_value ? num_k_chunks : 0u) + chunk] + offset;
 }
 #endif

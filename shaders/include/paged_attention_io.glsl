@@ -230,7 +230,7 @@ void pa_load_chunk_bases() { pa_store_chunk_bases(pa_fetch_chunk_base()); }
 uint64_t pa_block_address(bool is_value, uint block) {
   uint chunk;
   uint64_t offset;
-  vka_kv_locate_block(block, pc.blocks_per_chunk, PA_BLOCK_BYTES, chunk, offset);
+  vka_kv_locate_block(block, pc.blocks_per_chunk, pc.chunk_magic, PA_BLOCK_BYTES, chunk, offset);
   if (chunk < PA_SHARED_CHUNKS) return pa_chunk_base[(is_value ? PA_SHARED_CHUNKS : 0u) + chunk] + offset;
   return VkaChunkTable(pc.chunk_table_address).address[(is_value ? pc.num_k_chunks : 0u) + chunk] + offset;
 }
@@ -248,14 +248,48 @@ int pa_raw_block(uint seq, int k_pos) {
   return block_table_words[pa_view_offset(PA_VIEW_BLOCK_TABLE) + seq * pc.block_table_stride + col];
 }
 
+#if PA_DEFERRED_BLOCK_REPORT
+// Kernels that define PA_DEFERRED_BLOCK_REPORT (the prefill kernel) keep the
+// first key whose entry is bad in a register of the invocation that looked
+// it up (pa_bad_key), and report it once after their key loop: the report's
+// code in the loop's lookups (an atomic on the status buffer and a buffer
+// memory barrier, never executed) made the paged prefill kernel about 5%
+// slower, and even an atomicMin on shared memory in its place 3-4%
+// (DEVELOPERS.md, "The lookups priced, and the block-table report").
+uint pa_bad_key = 0xFFFFFFFFu;
+shared uint pa_first_bad_block_key;
+void pa_bad_block_init() {
+  if (gl_LocalInvocationIndex == 0u) pa_first_bad_block_key = 0xFFFFFFFFu;   // (a barrier follows before pa_bad_block_note)
+}
+// After the key loop, in uniform control flow, before a barrier.
+void pa_bad_block_note() {
+  uint k = pa_bad_key;
+  for (uint i = 1u; i < gl_SubgroupSize; i *= 2u) k = min(k, subgroupShuffleXor(k, i));   // (shuffles: as the kernel's softmax)
+  if (gl_SubgroupInvocationID == 0u && k != 0xFFFFFFFFu) atomicMin(pa_first_bad_block_key, k);
+}
+// After that barrier.
+void pa_report_bad_block(uint seq) {
+  if (gl_LocalInvocationIndex != 0u) return;
+  const uint k = pa_first_bad_block_key;
+  if (k != 0xFFFFFFFFu)
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
+}
+#endif
+
 // Keeps an entry that is not a block of the cache inside it (block 0 stands
 // in) and reports it.
 uint pa_checked_block(int b, uint seq, int k_pos) {
+#if PA_DEFERRED_BLOCK_REPORT
+  const bool bad = b < 0 || uint(b) >= pc.num_blocks;
+  pa_bad_key = bad ? min(pa_bad_key, uint(k_pos)) : pa_bad_key;
+  return bad ? 0u : uint(b);
+#else
   if (b < 0 || uint(b) >= pc.num_blocks) {
     vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(uint(k_pos) / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(b));
     return 0u;
   }
   return uint(b);
+#endif
 }
 
 // ---- Prefix prefill's contiguous suffix (PA_KV_SUFFIX) ----------------------

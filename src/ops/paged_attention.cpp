@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "abi/kv_chunk_division.h"
 #include "abi/paged_attention.h"
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
@@ -543,6 +544,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.max_blocks_per_seq = to_u32(kOp, "max_blocks_per_seq", b.block_table.shape[1]);
   push.num_blocks = c.num_blocks;
   push.blocks_per_chunk = cache.blocks_per_chunk();
+  push.chunk_magic = abi::vka_kv_chunk_magic(cache.blocks_per_chunk());
   push.num_k_chunks = cache.num_chunks();
   if (o.qq_bias) {
     push.qq_bias_stride = to_u32(kOp, "qq_bias stride 0", o.qq_bias->stride(0));

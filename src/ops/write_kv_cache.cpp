@@ -2,6 +2,7 @@
 #include <vkattn/context.hpp>
 #include <vkattn/ops.hpp>
 
+#include "abi/kv_chunk_division.h"
 #include "abi/write_kv_cache.h"
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
@@ -88,6 +89,7 @@ void detail::record_write_kv_cache(Context& ctx, PagedKvCache& cache, const Tens
   push.num_tokens = to_u32(kOp, "num_tokens", n);
   push.num_blocks = c.num_blocks;
   push.blocks_per_chunk = cache.blocks_per_chunk();
+  push.chunk_magic = abi::vka_kv_chunk_magic(cache.blocks_per_chunk());
   push.num_k_chunks = cache.num_chunks();
   push.key_offset = k.element_offset;
   push.key_token_stride = to_u32(kOp, "key stride 0", key.stride(0));

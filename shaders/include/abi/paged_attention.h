@@ -138,6 +138,7 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
   X(uint32_t, max_blocks_per_seq)  \
   X(uint32_t, num_blocks)          \
   X(uint32_t, blocks_per_chunk)    \
+  X(uint32_t, chunk_magic)          /* vka_kv_chunk_magic(blocks_per_chunk) */ \
   X(uint32_t, num_k_chunks)        \
   X(uint32_t, qq_bias_stride)      \
   X(uint32_t, qq_bias_rows)        \
@@ -180,7 +181,7 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
    2u * PP_P_ELEMS(NW, BC, SM) + 3u * 4u * 16u * (NW) /* row_scale, row_m, row_l */ + 16u * PP_KEY_TILES(SM) * (BC) /* key_at */ + \
-   16u /* flags */ +                                                                                          \
+   16u /* flags */ + 4u /* pa_first_bad_block_key */ +                                                        \
    PA_CHUNK_BASE_BYTES)
 
 // The chunk bases the paged kernels hold in shared memory (paged_attention_io.glsl):

@@ -27,6 +27,7 @@
   X(uint32_t, num_tokens)                  \
   X(uint32_t, num_blocks)                  \
   X(uint32_t, blocks_per_chunk)            \
+  X(uint32_t, chunk_magic)   /* vka_kv_chunk_magic(blocks_per_chunk) */ \
   X(uint32_t, num_k_chunks)                \
   X(uint32_t, key_offset)                  \
   X(uint32_t, key_token_stride)            \
