@@ -13,7 +13,7 @@ namespace {
 
 class BenchTimingOnly : public VkTest {
  protected:
-  void TearDown() override { ::unsetenv("VKATTN_BENCH_TIMING_ONLY"); }
+  void TearDown() override { clear_test_env("VKATTN_BENCH_TIMING_ONLY"); }
 
   // A case whose check always fails, and whose repetition records nothing.
   static tool::BenchOp wrong_case() {
@@ -38,14 +38,14 @@ class BenchTimingOnly : public VkTest {
 };
 
 TEST_F(BenchTimingOnly, AFailedCheckStopsTheBenchmark) {
-  ::unsetenv("VKATTN_BENCH_TIMING_ONLY");
+  clear_test_env("VKATTN_BENCH_TIMING_ONLY");
   tool::BenchOp op = wrong_case();
   EXPECT_VKATTN_ERROR(tool::measure(ctx(), op, few()), "wrong on purpose", "failed verification", "every value is off");
   EXPECT_TRUE(op.info.samples_us.empty());
 }
 
 TEST_F(BenchTimingOnly, TimingOnlyTimesItAndSaysItIsUnverified) {
-  ::setenv("VKATTN_BENCH_TIMING_ONLY", "1", 1);
+  set_test_env("VKATTN_BENCH_TIMING_ONLY", "1");
   tool::BenchOp op = wrong_case();
   EXPECT_NO_THROW(tool::measure(ctx(), op, few()));
   EXPECT_FALSE(op.info.verified);
@@ -53,7 +53,7 @@ TEST_F(BenchTimingOnly, TimingOnlyTimesItAndSaysItIsUnverified) {
 }
 
 TEST_F(BenchTimingOnly, OnlyTheValueOneCounts) {
-  ::setenv("VKATTN_BENCH_TIMING_ONLY", "yes", 1);
+  set_test_env("VKATTN_BENCH_TIMING_ONLY", "yes");
   tool::BenchOp op = wrong_case();
   EXPECT_VKATTN_ERROR(tool::measure(ctx(), op, few()), "failed verification");
 }

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+
+#include <unistd.h>   // environ
 
 #include "runners/write_kv_cache_runner.hpp"
 #include "vk_test.hpp"
@@ -65,19 +68,40 @@ TEST_F(ContextTest, ForcingAMissingPathSaysWhatIsMissing) {
   EXPECT_EQ(scalar.path_for("write_kv_cache"), Path::scalar);
 }
 
+// The tests' changes to the environment (test_env.hpp) never move its array
+// of entries, which the driver's threads may be reading: a value set, cleared
+// and restored replaces a pointer in place, and the entries stay as many.
+TEST(ContextEnvironment, TestsChangeVariablesWithoutMovingTheEnvironment) {
+  char** const array = environ;
+  size_t entries = 0;
+  while (environ[entries]) ++entries;
+  {
+    ScopedUnsetEnv keep_path("VKATTN_PATH"), keep_device("VKATTN_DEVICE");
+    set_test_env("VKATTN_PATH", "scalar");
+    set_test_env("VKATTN_DEVICE", "0");
+    EXPECT_STREQ(std::getenv("VKATTN_PATH"), "scalar");
+    clear_test_env("VKATTN_PATH");
+    EXPECT_EQ(ContextOptions{}.with_environment().force_path, std::nullopt);   // empty reads as unset
+  }
+  size_t after = 0;
+  while (environ[after]) ++after;
+  EXPECT_EQ(environ, array);
+  EXPECT_EQ(after, entries);
+}
+
 TEST(ContextEnvironment, VariablesOverrideOptions) {
   ScopedUnsetEnv keep_path("VKATTN_PATH"), keep_device("VKATTN_DEVICE");
-  setenv("VKATTN_PATH", "scalar", 1);
-  setenv("VKATTN_DEVICE", "0", 1);
+  set_test_env("VKATTN_PATH", "scalar");
+  set_test_env("VKATTN_DEVICE", "0");
   auto o = ContextOptions{}.with_environment();
   EXPECT_EQ(o.force_path, Path::scalar);
   EXPECT_EQ(o.device_index, 0);
-  setenv("VKATTN_PATH", "tensor-cores", 1);
+  set_test_env("VKATTN_PATH", "tensor-cores");
   EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), "unknown path 'tensor-cores'", "scalar, coopmat or coopmat2");
-  unsetenv("VKATTN_PATH");
-  setenv("VKATTN_DEVICE", "first", 1);
+  clear_test_env("VKATTN_PATH");
+  set_test_env("VKATTN_DEVICE", "first");
   EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), "VKATTN_DEVICE='first'");
-  unsetenv("VKATTN_DEVICE");
+  clear_test_env("VKATTN_DEVICE");
 }
 
 TEST(ContextDevice, AnIndexOutOfRangeListsTheDevices) {
@@ -101,7 +125,7 @@ TEST(ContextDevice, ANegativeIndexOtherThanMinusOneIsRefused) {
 TEST(ContextEnvironment, DeviceIndexMustBeExactlyANumberInRange) {
   ScopedUnsetEnv keep_device("VKATTN_DEVICE");
   for (const char* text : {"2147483648", "4294967296", "18446744073709551616", "-1", "-0", "+1", " 1", "1 ", "0x1", ""}) {
-    setenv("VKATTN_DEVICE", text, 1);
+    set_test_env("VKATTN_DEVICE", text);
     if (!*text) {   // unset in effect: the option stays
       EXPECT_EQ(ContextOptions{}.with_environment().device_index, -1);
       continue;
@@ -109,9 +133,9 @@ TEST(ContextEnvironment, DeviceIndexMustBeExactlyANumberInRange) {
     const std::string what = "VKATTN_DEVICE='" + std::string(text) + "'";
     EXPECT_VKATTN_ERROR(ContextOptions{}.with_environment(), what.c_str(), "is not a device index");
   }
-  setenv("VKATTN_DEVICE", "2147483647", 1);
+  set_test_env("VKATTN_DEVICE", "2147483647");
   EXPECT_EQ(ContextOptions{}.with_environment().device_index, 2147483647);
-  unsetenv("VKATTN_DEVICE");
+  clear_test_env("VKATTN_DEVICE");
 }
 
 TEST_F(ContextTest, AdoptedDeviceIsUsedAndNeverDestroyed) {

@@ -103,7 +103,7 @@ TEST_F(PipelineCacheFile, AMissingDirectoryIsRefused) {
 
 TEST_F(PipelineCacheFile, TheEnvironmentVariableIsCheckedToo) {
   TempDir dir;
-  setenv("VKATTN_PIPELINE_CACHE", dir.path().c_str(), 1);
+  set_test_env("VKATTN_PIPELINE_CACHE", dir.path().c_str());
   EXPECT_VKATTN_ERROR(Context{test_options()}, "is a directory");
 }
 

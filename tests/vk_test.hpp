@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "test_env.hpp"
+
 namespace vkattn::test {
 
 inline ContextOptions test_options() {
@@ -18,26 +20,6 @@ inline ContextOptions test_options() {
   o.validation = !(v && std::string(v) == "0");
   return o;
 }
-
-// Unsets an environment variable for a scope (tests that set options the
-// environment would override, e.g. when the suite runs with VKATTN_PATH set);
-// on leaving it, the variable is as before, also when the test set it.
-class ScopedUnsetEnv {
- public:
-  explicit ScopedUnsetEnv(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) { had_ = true; value_ = v; }
-    unsetenv(name);
-  }
-  ~ScopedUnsetEnv() {
-    if (had_) setenv(name_, value_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string value_;
-};
 
 class VkTest : public ::testing::Test {
  protected:
