@@ -2,9 +2,10 @@
 // as a multiply and a shift by a multiplier the host computes once per call.
 // A division by a value known only at run time is a long instruction
 // sequence on GPUs, and the prefill kernel's key loop locates a block for
-// every key (DEVELOPERS.md, "The chunk division by a multiplier"). Written
-// in the subset of C++ and GLSL the two share, so that the host's multiplier
-// and the kernels' use of it are one formula.
+// every key (DEVELOPERS.md, "The report through a register, and the chunk
+// division by a multiplier"). Written in the subset of C++ and GLSL the two
+// share, so that the host's multiplier and the kernels' use of it are one
+// formula.
 //
 // Exact for every block < 2^31 (a cache holds fewer than 2^31 slots,
 // PagedKvCache's check) and every blocks_per_chunk >= 1: with l =
