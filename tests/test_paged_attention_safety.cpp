@@ -319,6 +319,13 @@ static detail::ScheduleDevice h200_coopmat2() {
   dev.prefill_shared_softmax = false;
   return dev;
 }
+// The same for bf16 or f16 q: the H200 multiplies f16 in 16x8x16 shapes too, bf16 in 16x16x16 only.
+static detail::ScheduleDevice h200_coopmat2(bool bf16) {
+  detail::ScheduleDevice dev = h200_coopmat2();
+  dev.has_16x8x16 = !bf16;
+  dev.bf16 = bf16;
+  return dev;
+}
 
 // A plan's problem for a batch of (query_len, seq_len) sequences and
 // `decodes` decodes of decode_len keys, 32/8 heads x 128, split automatic.
@@ -428,15 +435,11 @@ TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
   EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(64, 100)));      // two tiles per subgroup
   EXPECT_FALSE(pack_slices(4, sms, std::vector<int64_t>(136, 4096)));    // B=17: more items than SMs
   EXPECT_FALSE(pack_slices(8, sms, std::vector<int64_t>(133, 4096)));
-  detail::ScheduleDevice dev = h200_coopmat2();
-  dev.has_16x8x16 = false;
-  dev.bf16 = true;
+  detail::ScheduleDevice dev = h200_coopmat2(true);
   EXPECT_TRUE(detail::schedule_paged_attention(dev, Batch({}, 16, 4096).p).pack_o);
   EXPECT_TRUE(detail::schedule_paged_attention(dev, Batch({}, 1, 512).p).pack_o);
   EXPECT_FALSE(detail::schedule_paged_attention(dev, Batch({}, 64, 512).p).pack_o);
-  dev.has_16x8x16 = true;   // f16 on an H200
-  dev.bf16 = false;
-  EXPECT_FALSE(detail::schedule_paged_attention(dev, Batch({}, 16, 4096).p).pack_o);
+  EXPECT_FALSE(detail::schedule_paged_attention(h200_coopmat2(false), Batch({}, 16, 4096).p).pack_o);   // f16
 }
 
 // bf16 q with an fp8 cache whose K/V matrices are built in registers: that
@@ -447,9 +450,7 @@ TEST(PagedAttentionPlanSubgroups, Bf16PacksSlicesForSmallBatchesOnly) {
 // 213.2); B=256 ran unsplit either way (DEVELOPERS.md, "bf16 q with fp8
 // caches: what holds it").
 TEST(PagedAttentionPlanSegments, RegisterBuiltBf16MatricesCountTwoWorkgroupsPerSm) {
-  detail::ScheduleDevice dev = h200_coopmat2();
-  dev.has_16x8x16 = false;
-  dev.bf16 = true;
+  detail::ScheduleDevice dev = h200_coopmat2(true);
   for (uint32_t b : {24u, 34u, 64u, 256u}) {
     Batch staged({}, b, 4096);
     staged.p.half_staging_wave = detail::half_staging_wave(DType::bf16);
@@ -527,9 +528,7 @@ TEST(PagedAttentionPlanSegments, SixteenRowHalfTilesCountTheWorkgroupsTheirShare
 // decode workgroups per SM").
 TEST(PagedAttentionPlanSegments, SixteenRowWholeTilesCountOneWorkgroupPerSm) {
   for (bool bf16 : {false, true}) {
-    detail::ScheduleDevice dev = h200_coopmat2();
-    dev.has_16x8x16 = !bf16;
-    dev.bf16 = bf16;
+    const detail::ScheduleDevice dev = h200_coopmat2(bf16);
     for (uint32_t b : {16u, 34u, 48u, 64u, 96u, 256u}) {
       Batch gqa16({}, b, 4096);
       gqa16.p.num_q_heads = 64;
@@ -553,9 +552,7 @@ TEST(PagedAttentionPlanSegments, SixteenRowWholeTilesCountOneWorkgroupPerSm) {
 // fit two per SM either.
 TEST(PagedAttentionPlanSegments, HeadSize256StagesHalvesAndCountsTwoWorkgroupsPerSm) {
   for (bool bf16 : {false, true}) {
-    detail::ScheduleDevice dev = h200_coopmat2();
-    dev.has_16x8x16 = !bf16;
-    dev.bf16 = bf16;
+    const detail::ScheduleDevice dev = h200_coopmat2(bf16);
     for (uint32_t b : {1u, 16u, 24u, 64u, 256u}) {
       Batch halves({}, b, 4096);
       halves.p.num_q_heads = 16;

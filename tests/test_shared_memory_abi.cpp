@@ -189,9 +189,9 @@ TEST(SharedMemoryAbi, DecodeKernelCountCoversWhatItsModulesDeclare) {
 // more than PA_SUBGROUP_SHARED_BYTES_H's count with H = 1, which the plan
 // counts. At head size 128 with an fp8 cache the plan counts 3 workgroups
 // of 4 subgroups per SM: 3 such counts fit 48 KiB for tiles of up to 8 rows
-// (decode with GQA up to 8). (With 16 rows they do not, and the plan still
-// counts 3: DEVELOPERS.md, "The shared-memory counts checked against the
-// SPIR-V".) At head size 256 (head halves) the plan itself tests that 2 fit.
+// (decode with GQA up to 8). (With 16 rows they do not: the plan counts the
+// 2 that fit, decode_workgroups_per_sm.) At head size 256 (head halves) the
+// plan itself tests that 2 fit.
 TEST(SharedMemoryAbi, HalfTileModulesFitTheWorkgroupsPerSmThePlanCounts) {
   constexpr uint32_t kSmShared = 48u * 1024u;   // an SM's, for all its workgroups (DEVELOPERS.md)
   int checked = 0;
