@@ -73,7 +73,13 @@ struct PaItem {
 };
 
 uint bs_q_block() { return pc.block_sizes & 0xFFFFu; }
-uint bs_kv_block() { return pc.block_sizes >> 16; }
+// The kv block size is the pipeline's (a spec constant: the variant's, which
+// the op takes from the mask), so that the tile walk's divisions by it and
+// by the tiles per block, several in every tile, are divisions by constants
+// that the driver turns into multiplies; by the push constant's value they
+// were divisions by a run-time value (DEVELOPERS.md, "The tile walk's
+// divisions").
+uint bs_kv_block() { return BS_KV_BLOCK; }
 uint bs_kv_block_count() { return (pc.kv_len + bs_kv_block() - 1u) / bs_kv_block(); }
 
 // A block count as the lists hold it, kept within [0, kv_blocks] (reported

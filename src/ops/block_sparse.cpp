@@ -135,6 +135,7 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
   s.PA_WRITE_LSE = v.lse;
   s.PA_SUBGROUP_SIZE = 32;
   s.PA_KV_SUFFIX = 1;   // K/V rows in q's dtype, not the cache's (the suffix loads)
+  s.BS_KV_BLOCK = v.kv_block_size;
   s.BS_MASK_ALL = v.mods.all;
   s.BS_MASK_ANY = v.mods.any;
   s.BS_SCORE_MODS = v.mods.score;
