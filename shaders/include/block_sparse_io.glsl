@@ -203,7 +203,9 @@ struct PaRows {
   bool has_rows, all_rows;
 };
 PaRows pa_subgroup_setup(PaItem it, uint row0) { return PaRows(row0 < it.row_count, row0 + 16u <= it.row_count); }
-bool pa_subgroup_skips(PaItem it, PaRows r, int t, int k0) { return !r.has_rows; }
+// A tile wholly past the keys (of a kv block that runs past Lkv, or of an
+// index outside the keys, reported) has nothing to see.
+bool pa_subgroup_skips(PaItem it, PaRows r, int t, int k0) { return !r.has_rows || k0 >= int(pc.kv_len); }
 bool pa_subgroup_whole(PaItem it, PaRows r, int t, int k0) {
   return !BS_HAS_SCORE_MOD && r.all_rows && !bs_partial_tile(it, t) && k0 + PA_TILE_KEYS <= int(pc.kv_len);
 }
@@ -221,10 +223,22 @@ float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
 }
 
 // ---- K/V: the tensors, through the paged op's suffix loads --------------------
+// Three sources, in the places of the kernel's LOAD_PART: rows without a
+// test (PA_SRC_CACHE's place: every key located is a row of K and V), rows
+// whose keys past Lkv read as 0 (a test of each piece's address, between
+// the address and the load), and the narrow loads. Where Lkv is a multiple
+// of the tile, a tile lies wholly before Lkv or wholly past it, and no
+// subgroup uses the tiles past it (pa_subgroup_skips), so their keys may
+// read any row (Lkv - 1's) and the test is left out; in an ablation it cost
+// a few per cent of every mask (DEVELOPERS.md, "The tile walk's divisions").
 const uint PA_SRC_CACHE = 0u;
+const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
 const uint PA_SRC_SUFFIX_NARROW = 2u;
-uint pa_key_source(PaItem it) { return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : PA_SRC_SUFFIX; }
+bool bs_whole_tiles() { return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u; }
+uint pa_key_source(PaItem it) {
+  return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
+}
 bool pa_suffix_item(PaItem it) { return true; }
 
 // Element index of key k's row in K (or V).
@@ -247,12 +261,15 @@ uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d
 int kv_source_entry(PaItem it, int k) { return 0; }
 void kv_source_locate_entry(PaItem it, int k, int entry, out uint64_t k_at, out uint64_t v_at) {
   k_at = v_at = 0ul;
-  if (!pa_key_in_item(it, k)) return;
+  if (!pa_key_in_item(it, k)) {
+    if (!bs_whole_tiles()) return;
+    k = int(pc.kv_len) - 1;   // a skipped tile's: any row
+  }
   k_at = uint64_t(bs_key_row(it, false, k)) + 1ul;
   v_at = uint64_t(bs_key_row(it, true, k)) + 1ul;
 }
 uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
-  if (at == 0ul) return uvec4(0);
+  if (src != BS_SRC_ROWS && at == 0ul) return uvec4(0);
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at - 1ul) + d);
 }
 
