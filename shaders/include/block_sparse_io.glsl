@@ -229,8 +229,8 @@ float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
 // the address and the load), and the narrow loads. Where Lkv is a multiple
 // of the tile, a tile lies wholly before Lkv or wholly past it, and no
 // subgroup uses the tiles past it (pa_subgroup_skips), so their keys may
-// read any row (Lkv - 1's) and the test is left out; in an ablation it cost
-// a few per cent of every mask (DEVELOPERS.md, "The tile walk's divisions").
+// read any row (Lkv - 1's) and the test is left out (DEVELOPERS.md, "The
+// tile walk's divisions", prices it).
 const uint PA_SRC_CACHE = 0u;
 const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
