@@ -289,6 +289,22 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   EXPECT_EQ(ctx().pipelines_created(), prepared);
 }
 
+// The kv block size is compiled into the kernel (BS_KV_BLOCK): a variant
+// prepared for blocks of 128 does not serve a mask of 64-key blocks, even
+// where both take the same tiles.
+TEST_F(BlockSparseSmall, TheKvBlockSizeIsPartOfThePipeline) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = 64;
+  v.kv_block_size = 128;
+  v.mods.all = kMaskCausal;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  const size_t prepared = ctx().pipelines_created();
+  block_sparse_attention(ctx(), a_);   // kv blocks of 64
+  EXPECT_EQ(ctx().pipelines_created(), prepared + 1);
+}
+
 // Masks with the document mod take the modules that stage the ids in shared
 // memory (block_sparse_documents), on the matrix paths; other masks, and the
 // scalar kernel for every mask, take block_sparse.

@@ -120,6 +120,9 @@ struct BlockSparseVariant {
   DType q_dtype = DType::f16, out_dtype = DType::f16;
   uint32_t num_q_heads = 0, num_kv_heads = 0, head_size = 0;
   uint32_t v_head_size = 0;   // V's and out's, when it differs from q.k's head_size (0: the same)
+  // The masks' block sizes: a run whose mask has other sizes needs another
+  // pipeline (kv_block_size is compiled into the kernel), created at its
+  // first run unless prepared.
   uint32_t q_block_size = 128, kv_block_size = 128;
   BlockSparseMods mods;
   bool lse = false, row_max = false;
