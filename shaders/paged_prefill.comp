@@ -67,6 +67,14 @@
 
 #include "grid.glsl"
 #define PA_PREFILL_KERNEL 1
+// A bad block-table entry or block-list index reported after the key loop
+// (deferred_report.glsl), in every module but block-sparse attention's
+// document modules: there it took the module from 250 to 255 registers and
+// its one timing ran 3.6x as long (DEVELOPERS.md, "Block-sparse attention's
+// index report after the key loop"), so they keep the report in place.
+#if !(VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS)
+#define PA_DEFERRED_BLOCK_REPORT 1
+#endif
 #if VKA_OP_BLOCK_SPARSE
 // Block-sparse attention: its items, K/V tensors, block lists and mods.
 #include "abi/block_sparse.h"
@@ -75,7 +83,6 @@
 #include "block_sparse_nonfinite.glsl"
 #else
 #include "abi/paged_attention.h"
-#define PA_DEFERRED_BLOCK_REPORT 1   // a bad block-table entry reported after the key loop
 #include "paged_attention_io.glsl"
 #include "matrix_element.glsl"
 #include "attention_nonfinite.glsl"
@@ -141,6 +148,23 @@ const bool V_LAG = false;
 const bool LOADS_AFTER_S = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? !V_LAG : false;
 #else
 const bool LOADS_AFTER_S = false;
+#endif
+// Where a tile's block-table entries are read: at tile t - 2, in the tile
+// that locates it (ENTRY_THREE_AHEAD false), or one tile earlier still and
+// carried past the loop's back edge (true). Only bf16 prefix prefill over a
+// bf16 cache on the coopmat2 path takes the second: without it that
+// specialization sits at 255 registers with values moved into shared
+// memory, and the earlier read gives it its registers back; the paged f16,
+// bf16 and fp8 specializations, f16 prefix prefill and bf16 prefix prefill
+// over an fp8 cache were slower with it (DEVELOPERS.md, "bf16 prefix
+// prefill's block-table entries a tile earlier"). A preprocessor choice for
+// the module, spec constants within it, so that every other module's code
+// is what it was. (Ternaries, not &&: see V_LAG.)
+#if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && PA_MATRIX_BF16
+#define PP_ENTRY_CARRIED 1
+const bool ENTRY_THREE_AHEAD = PA_FP8_CACHE ? false : PA_KV_SUFFIX != 0u;
+#else
+#define PP_ENTRY_CARRIED 0
 #endif
 // KEY_TILES: the tiles whose keys key_at holds, located ahead of their
 // loads. A literal per path, not a function of the head size
@@ -466,7 +490,7 @@ void main() {
   const bool has_rows = g_row0 < g_it.row_count;
 
   if (tid == 0u) wg_flags[0] = 0u;
-#if !VKA_OP_BLOCK_SPARSE
+#if PA_DEFERRED_BLOCK_REPORT
   pa_bad_block_init();
 #endif
   // The prologue's loads go out together, before anything waits on one: the
@@ -562,6 +586,9 @@ void main() {
   bool prev_pv = false;      // whether this subgroup multiplies the previous tile's P and V
   int prev_k0 = 0;
   uint buf = 0u;             // tile t's third of key_at (t % 3)
+#if PP_ENTRY_CARRIED
+  int carried_entry = ENTRY_THREE_AHEAD && num_tiles > 2 ? tile_entry(pa_tile_key0(g_it, 2)) : -1;
+#endif
   PROF(PROLOGUE)
   for (int t = 0; t < num_tiles; ++t) {
 #if PA_TILE_KEY_LOADS
@@ -596,7 +623,17 @@ void main() {
     if (!LOADS_AFTER_S) {
       LOAD_NEXT()
     }
+#if PP_ENTRY_CARRIED
+    int ahead;
+    if (ENTRY_THREE_AHEAD) {
+      ahead = carried_entry;
+      carried_entry = t + 3 < num_tiles ? tile_entry(pa_tile_key0(g_it, t + 3)) : -1;
+    } else {
+      ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
+    }
+#else
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
+#endif
     // This subgroup: nothing to see in the tile, or all of it with no mask.
     const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
     const bool whole = pa_subgroup_whole(g_it, rows, t, k0);
@@ -703,12 +740,14 @@ void main() {
   // the subgroup's 64 uvec4s of kv_stage (free after the key loop: the
   // barrier below; the host keeps 2 * BC * ROW >= 64 * NW).
   if (staged_nonfinite) wg_flags[0] = 1u;
-#if !VKA_OP_BLOCK_SPARSE
+#if PA_DEFERRED_BLOCK_REPORT
   pa_bad_block_note();   // (every lookup of the loop is done)
 #endif
   barrier();
-#if !VKA_OP_BLOCK_SPARSE
-  pa_report_bad_block(g_it.seq);
+#if PA_DEFERRED_BLOCK_REPORT && VKA_OP_BLOCK_SPARSE
+  pa_report_bad_block(g_it);
+#elif PA_DEFERRED_BLOCK_REPORT
+  pa_report_bad_block(g_it.seq);   // (the paged op's takes the sequence: its modules' code as it was)
 #endif
   const bool fix = wg_flags[0] != 0u;
   const uint o_at = warp * 64u;

@@ -665,6 +665,14 @@ TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {
   a.mask.full_kv_num_blocks = TensorView::contiguous(meta_, DType::i32, {1, 1, 1}, 8);
   a.mask.full_kv_indices = TensorView::contiguous(meta_, DType::i32, {1, 1, 1, 1}, 12);
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_num_blocks row 0 = -2 on the device");
+  // A full list's bad index names the full list and its own entry (the
+  // matrix paths report it after the key loop, from the list entry kept).
+  const int32_t full_index[] = {0, 0, 1, 9};   // no partial block; one full block, index 9
+  meta_.upload(full_index, sizeof full_index);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_indices row 0 entry 0 = 9 on the device is not a kv block");
+  const int32_t both[] = {1, 0, 1, -4};   // a good partial block, then a full one with index -4
+  meta_.upload(both, sizeof both);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_indices row 0 entry 0 = -4");
 }
 
 // A slope that is not finite makes its head's output meaningless: reported,

@@ -156,9 +156,42 @@ int bs_tiles_per_block() { return int(bs_kv_block()) / PA_TILE_KEYS; }
 int pa_tile_count(PaItem it) { return (it.partial + it.full) * bs_tiles_per_block(); }
 bool bs_partial_tile(PaItem it, int t) { return t / bs_tiles_per_block() < it.partial; }
 
-// The kv block of list entry j (partial blocks, then full ones), or the
-// first block past the keys for an index outside them (reported).
+// List entry j's index as stored (partial blocks, then full ones).
+int bs_raw_index(PaItem it, int j) {
+  const bool partial = j < it.partial;
+  const uint at = it.list + uint(partial ? j : j - it.partial);
+  return partial ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + at]
+                 : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + at];
+}
+
+#if PA_DEFERRED_BLOCK_REPORT
+void bs_report_bad_index(PaItem it, int j, int idx) {
+  const bool partial = j < it.partial;
+  vka_report(STATUS_BLOCK_MASK_INDEX, it.list / pc.kv_blocks, partial ? uint(j) : uint(j - it.partial) | 0x80000000u, uint(idx));
+}
+// The prefill kernel reports a bad index after its key loop, as the paged
+// op's block-table entries (deferred_report.glsl): pa_bad_key holds the
+// first bad list entry.
+#include "deferred_report.glsl"
+void pa_report_bad_block(PaItem it) {
+  if (gl_LocalInvocationIndex != 0u) return;
+  const uint j = pa_first_bad_block_key;
+  if (j != 0xFFFFFFFFu) bs_report_bad_index(it, int(j), bs_raw_index(it, int(j)));
+}
+#endif
+
+// The kv block of list entry j, or the first block past the keys for an
+// index outside them (reported).
 uint bs_block(PaItem it, int j) {
+#if PA_DEFERRED_BLOCK_REPORT
+  const int idx = bs_raw_index(it, j);
+  const uint n = bs_kv_block_count();
+  const bool bad = idx < 0 || uint(idx) >= n;
+  pa_bad_key = bad ? min(pa_bad_key, uint(j)) : pa_bad_key;
+  return bad ? n : uint(idx);
+#else
+  // (Written out, not through bs_raw_index: the document and scalar
+  // modules' code stays what it was measured as.)
   const bool partial = j < it.partial;
   const uint at = it.list + uint(partial ? j : j - it.partial);
   const int idx = partial ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + at]
@@ -169,6 +202,7 @@ uint bs_block(PaItem it, int j) {
     return n;
   }
   return uint(idx);
+#endif
 }
 int pa_tile_key0(PaItem it, int t) {
   const int per = bs_tiles_per_block();

@@ -249,25 +249,8 @@ int pa_raw_block(uint seq, int k_pos) {
 }
 
 #if PA_DEFERRED_BLOCK_REPORT
-// Kernels that define PA_DEFERRED_BLOCK_REPORT (the prefill kernel) keep the
-// first key whose entry is bad in a register of the invocation that looked
-// it up (pa_bad_key), and report it once after their key loop: the report's
-// code in the loop's lookups (an atomic on the status buffer and a buffer
-// memory barrier, never executed) made the paged prefill kernel about 5%
-// slower, and even an atomicMin on shared memory in its place 3-4%
-// (DEVELOPERS.md, "The lookups priced, and the block-table report").
-uint pa_bad_key = 0xFFFFFFFFu;
-shared uint pa_first_bad_block_key;
-void pa_bad_block_init() {
-  if (gl_LocalInvocationIndex == 0u) pa_first_bad_block_key = 0xFFFFFFFFu;   // (a barrier follows before pa_bad_block_note)
-}
-// After the key loop, in uniform control flow, before a barrier.
-void pa_bad_block_note() {
-  uint k = pa_bad_key;
-  for (uint i = 1u; i < gl_SubgroupSize; i *= 2u) k = min(k, subgroupShuffleXor(k, i));   // (shuffles: as the kernel's softmax)
-  if (gl_SubgroupInvocationID == 0u && k != 0xFFFFFFFFu) atomicMin(pa_first_bad_block_key, k);
-}
-// After that barrier.
+#include "deferred_report.glsl"
+// After that barrier: the first key whose block-table entry is bad.
 void pa_report_bad_block(uint seq) {
   if (gl_LocalInvocationIndex != 0u) return;
   const uint k = pa_first_bad_block_key;
