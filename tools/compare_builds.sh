@@ -2,7 +2,7 @@
 # Builds of the `vkattn` tool side by side on one device, in one call: the
 # driver's figures for the prefill kernel's modules in every build (f16, bf16
 # and fp8 caches for paged attention; f16 prefix prefill; f16 and bf16
-# block-sparse attention),
+# block-sparse attention; f16 and bf16 prefix prefill),
 # then rounds of bench suites, the builds in turn within each round.
 #
 # Why: a change to a kernel near 255 registers moves the register allocation
@@ -29,7 +29,7 @@
 #            module on the GPU machine: narrow them with STATS_FILTER
 #   STATS_FILTER  the modules whose figures to print, a regex over their
 #            labels ("paged f16", "paged bf16", "paged f16 q, fp8_e4m3 cache",
-#            "prefix prefill f16", "block-sparse f16", "block-sparse bf16",
+#            "prefix prefill f16", "prefix prefill bf16", "block-sparse f16", "block-sparse bf16",
 #            "block-sparse documents f16") [every one]
 #   BENCH_FLAGS  more flags for every bench run, e.g. "--quick" on a CPU device
 #            [--repeat 10 --min-time 0.02]
@@ -90,6 +90,7 @@ if [[ ${STATS:-1} != 0 ]]; then
     stats "$n" "$b" "paged bf16" paged-attention --seqs 300:300 --prefill-kernel on --dtype bf16 --cache-dtype bf16
     stats "$n" "$b" "paged f16 q, fp8_e4m3 cache" paged-attention --seqs 300:300 --prefill-kernel on --cache-dtype fp8_e4m3
     stats "$n" "$b" "prefix prefill f16" prefix-prefill --seqs 300:600 --prefill-kernel on
+    stats "$n" "$b" "prefix prefill bf16" prefix-prefill --seqs 300:600 --prefill-kernel on --dtype bf16 --cache-dtype bf16
     stats "$n" "$b" "block-sparse f16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal
     stats "$n" "$b" "block-sparse bf16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal --dtype bf16
     stats "$n" "$b" "block-sparse documents f16" block-sparse --head-size 128 --q-len 512 --kv-len 512 --q-block 128 --kv-block 128 --mask causal,document:4
