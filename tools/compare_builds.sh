@@ -17,8 +17,9 @@
 # Environment (defaults in brackets):
 #   ROUNDS   rounds of the suites [1]
 #   SUITES   space-separated SUITE[:CACHE_DTYPE] entries; "bf16" as the cache
-#            dtype means bf16 q and cache (prefill and decode; sparse is f16
-#            only) [prefill prefill:bf16 prefill:fp8_e4m3 sparse]
+#            dtype means bf16 q and cache, "bf16+fp8_e4m3" bf16 q over that
+#            cache (prefill and decode; sparse is f16 only)
+#            [prefill prefill:bf16 prefill:fp8_e4m3 sparse]
 #   PREFILL_FILTER, SPARSE_FILTER, DECODE_FILTER   the cases of each suite
 #            [causal 8k, B=4 ctx=4096 q=512 and prefix prefill's B=4 ctx=4096
 #            q=512 (the same kernel in another specialization: a change timed
@@ -105,6 +106,7 @@ for ((r = 1; r <= rounds; ++r)); do
     case $dtype in
       "") ;;
       bf16) flags=(--dtype bf16 --cache-dtype bf16) ;;
+      bf16+*) flags=(--dtype bf16 --cache-dtype "${dtype#bf16+}") ;;   # bf16 q over another cache
       *) flags=(--cache-dtype "$dtype") ;;
     esac
     case $suite in
