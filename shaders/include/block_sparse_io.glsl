@@ -156,18 +156,27 @@ int bs_tiles_per_block() { return int(bs_kv_block()) / PA_TILE_KEYS; }
 int pa_tile_count(PaItem it) { return (it.partial + it.full) * bs_tiles_per_block(); }
 bool bs_partial_tile(PaItem it, int t) { return t / bs_tiles_per_block() < it.partial; }
 
-// List entry j's index as stored (partial blocks, then full ones).
+// List entry j (partial blocks, then full ones; `partial`: j < it.partial):
+// where it lies, its index as stored, and the report of an index outside
+// the keys. Macros, so that bs_block's two forms below share them and each
+// compiles to the code it was measured as.
+#define BS_LIST_AT(it, j, partial) ((it).list + uint((partial) ? (j) : (j) - (it).partial))
+#define BS_INDEX_AT(partial, at)                                         \
+  ((partial) ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + (at)] \
+             : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + (at)])
+#define BS_REPORT_BAD_INDEX(it, j, partial, idx) \
+  vka_report(STATUS_BLOCK_MASK_INDEX, (it).list / pc.kv_blocks, (partial) ? uint(j) : uint((j) - (it).partial) | 0x80000000u, uint(idx))
+
 int bs_raw_index(PaItem it, int j) {
   const bool partial = j < it.partial;
-  const uint at = it.list + uint(partial ? j : j - it.partial);
-  return partial ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + at]
-                 : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + at];
+  const uint at = BS_LIST_AT(it, j, partial);
+  return BS_INDEX_AT(partial, at);
 }
 
 #if PA_DEFERRED_BLOCK_REPORT
 void bs_report_bad_index(PaItem it, int j, int idx) {
   const bool partial = j < it.partial;
-  vka_report(STATUS_BLOCK_MASK_INDEX, it.list / pc.kv_blocks, partial ? uint(j) : uint(j - it.partial) | 0x80000000u, uint(idx));
+  BS_REPORT_BAD_INDEX(it, j, partial, idx);
 }
 // The prefill kernel reports a bad index after its key loop, as the paged
 // op's block-table entries (deferred_report.glsl): pa_bad_key holds the
@@ -190,15 +199,14 @@ uint bs_block(PaItem it, int j) {
   pa_bad_key = bad ? min(pa_bad_key, uint(j)) : pa_bad_key;
   return bad ? n : uint(idx);
 #else
-  // (Written out, not through bs_raw_index: the document and scalar
-  // modules' code stays what it was measured as.)
+  // (Not through bs_raw_index and bs_report_bad_index: the document and
+  // scalar modules' code stays what it was measured as.)
   const bool partial = j < it.partial;
-  const uint at = it.list + uint(partial ? j : j - it.partial);
-  const int idx = partial ? bs_kv_indices[bs_view_offset(BS_BINDING_KV_INDICES - 1u) + at]
-                          : bs_full_indices[bs_view_offset(BS_BINDING_FULL_INDICES - 1u) + at];
+  const uint at = BS_LIST_AT(it, j, partial);
+  const int idx = BS_INDEX_AT(partial, at);
   const uint n = bs_kv_block_count();
   if (idx < 0 || uint(idx) >= n) {
-    vka_report(STATUS_BLOCK_MASK_INDEX, it.list / pc.kv_blocks, partial ? uint(j) : uint(j - it.partial) | 0x80000000u, uint(idx));
+    BS_REPORT_BAD_INDEX(it, j, partial, idx);
     return n;
   }
   return uint(idx);
