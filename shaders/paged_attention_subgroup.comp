@@ -48,6 +48,8 @@
 
 #include "abi/paged_attention.h"
 #include "grid.glsl"
+#define PA_DEFERRED_BLOCK_REPORT 1          // a bad block-table entry reported after the key loop
+#define PA_DEFERRED_REPORT_PER_SUBGROUP 1   // by each subgroup (no shared word)
 #include "paged_attention_io.glsl"
 #define PA_MERGE_BATCH 8u           // (split_kv_merge.glsl)
 #define PA_MERGE_LOOP [[unroll]]
@@ -956,6 +958,7 @@ void main() {
   coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
   PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
   done.row_count = min(done.row_count, TR);
+  pa_report_bad_block(done.seq);   // (every lookup of the loop is done; `done`: `it` is not kept past the loop)
   // Round r: subgroups [r * SLOTS, (r + 1) * SLOTS) store their scaled O in
   // slot warp % SLOTS, or add it to what the slot holds; then each
   // invocation sums its elements over the slots.

@@ -68,14 +68,9 @@
 #include "grid.glsl"
 #define PA_PREFILL_KERNEL 1
 // A bad block-table entry or block-list index reported after the key loop
-// (deferred_report.glsl), in every module but block-sparse attention's
-// document modules: there it took the module from 250 to 255 registers and
-// its one timing ran 3.6x as long, perhaps the machine's slow state rather
-// than the module (DEVELOPERS.md, "Block-sparse attention's index report
-// after the key loop"); until timed again they keep the report in place.
-#if !(VKA_OP_BLOCK_SPARSE && BS_STAGED_DOCUMENTS)
+// (deferred_report.glsl), in every module: a report where the lookup finds
+// it sits in every tile's code even though it never runs.
 #define PA_DEFERRED_BLOCK_REPORT 1
-#endif
 #if VKA_OP_BLOCK_SPARSE
 // Block-sparse attention: its items, K/V tensors, block lists and mods.
 #include "abi/block_sparse.h"

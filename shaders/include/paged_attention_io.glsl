@@ -250,6 +250,14 @@ int pa_raw_block(uint seq, int k_pos) {
 
 #if PA_DEFERRED_BLOCK_REPORT
 #include "deferred_report.glsl"
+#if PA_DEFERRED_REPORT_PER_SUBGROUP
+// After the key loop, in uniform control flow: this subgroup's first bad key.
+void pa_report_bad_block(uint seq) {
+  PA_SUBGROUP_BAD_KEY(k);
+  if (gl_SubgroupInvocationID == 0u && k != 0xFFFFFFFFu)
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
+}
+#else
 // After that barrier: the first key whose block-table entry is bad.
 void pa_report_bad_block(uint seq) {
   if (gl_LocalInvocationIndex != 0u) return;
@@ -257,6 +265,7 @@ void pa_report_bad_block(uint seq) {
   if (k != 0xFFFFFFFFu)
     vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
 }
+#endif
 #endif
 
 // Keeps an entry that is not a block of the cache inside it (block 0 stands
