@@ -283,34 +283,47 @@ uvec4 q_piece(uint r0, uint i, bool wide) {
   return pa_q_raw8(g_it, r0 + c / (D / 8u), (c % (D / 8u)) * 8u, wide);
 }
 
-void store_piece(uvec4 raw, uint at, uint i) {
-  const uint c = gl_LocalInvocationIndex + i * WG;
-  if (i >= PPT || c >= PIECES) return;
-  kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(pa_suffix_item(g_it), raw);
-}
-#define STORE_K_PIECE(i) store_piece(kr##i, 0u, i);
-#define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i);
+// Piece i (raw, as loaded) of this invocation's part of a tile, stored at
+// `at` in kv_stage as ELEMs; SUFFIX: whether it holds new tokens' values (q's
+// dtype: stored as loaded) or the cache's (converted where the cache is fp8).
+#define STORE_PIECE_BODY(SUFFIX)                     \
+  const uint c = gl_LocalInvocationIndex + i * WG;   \
+  if (i >= PPT || c >= PIECES) return;               \
+  kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(SUFFIX, raw);
 // STAGE_PART(K0, BUF, K, V): the K and/or V pieces loaded for the tile at K0 (K, V: true or false).
 #if VKA_OP_BLOCK_SPARSE
+void store_piece(uvec4 raw, uint at, uint i) { STORE_PIECE_BODY(pa_suffix_item(g_it)) }
+#define STORE_K_PIECE(i) store_piece(kr##i, 0u, i);
+#define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i);
 #define STAGE_PART(K0, BUF, K, V) \
   if (K) { EACH_PIECE(STORE_K_PIECE) } \
   if (V) { EACH_PIECE(STORE_V_PIECE) }
 #else
+void store_piece(uvec4 raw, uint at, uint i, bool suffix) { STORE_PIECE_BODY(suffix) }
+#define STORE_K_PIECE(i) store_piece(kr##i, 0u, i, s_suffix);
+#define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i, s_suffix);
+#define STAGE_PIECES(K, V, SUFFIX)       \
+  {                                      \
+    const bool s_suffix = SUFFIX;        \
+    if (K) { EACH_PIECE(STORE_K_PIECE) } \
+    if (V) { EACH_PIECE(STORE_V_PIECE) } \
+  }
 // A tile LOAD_PART leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
 void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
   [[dont_unroll]] for (uint i = 0; i < PPT; ++i) {
-    if (k) store_piece(load_piece(src, k0, buf, false, i), 0u, i);
-    if (v) store_piece(load_piece(src, k0, buf, true, i), V_AT, i);
+    if (k) store_piece(load_piece(src, k0, buf, false, i), 0u, i, pa_suffix_item(g_it));
+    if (v) store_piece(load_piece(src, k0, buf, true, i), V_AT, i, pa_suffix_item(g_it));
   }
 }
+// An fp8 cache's suffix items (prefix prefill's new tokens, in q's dtype)
+// stage their pieces in code of their own: with the choice made per piece
+// (elem8_from_key's), the conversion ran for them too.
 #define STAGE_PART(K0, BUF, K, V)                                                                  \
   {                                                                                                \
     const uint s_ts = tile_source(kv_src, K0);                                                     \
     if (s_ts == PA_SRC_MIXED || s_ts == PA_SRC_SUFFIX_NARROW) stage_rolled(s_ts, K0, BUF, K, V);   \
-    else {                                                                                         \
-      if (K) { EACH_PIECE(STORE_K_PIECE) }                                                         \
-      if (V) { EACH_PIECE(STORE_V_PIECE) }                                                         \
-    }                                                                                              \
+    else if (PA_FP8_CACHE && pa_suffix_item(g_it)) STAGE_PIECES(K, V, true)                        \
+    else STAGE_PIECES(K, V, false)                                                                 \
   }
 #endif
 
