@@ -108,6 +108,12 @@ std::vector<Combo> combos() {
     c.write_cache = true;
     c.seed = 8;
     add("gpu_prefill_kernel_bf16_hnd_skip_decode_fused_write", c, true);
+    // bf16 q over an fp8 cache: two segments, the new tokens' tiles (bf16)
+    // staged apart from the cache's, which are converted (paged_prefill.comp's
+    // STAGE_PART); either staged as the other gives garbage.
+    c.cache_dtype = DType::fp8_e4m3;
+    c.seed = 12;
+    add("gpu_prefill_kernel_bf16_q_e4m3_cache_hnd_skip_decode_fused_write", c, true);
   }
   // The prefill kernel's joined items (a cache of q's dtype: one item over
   // the context and the new tokens) with narrow new-K/V loads, a block size
