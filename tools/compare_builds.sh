@@ -34,6 +34,11 @@
 #            "block-sparse documents f16") [every one]
 #   BENCH_FLAGS  more flags for every bench run, e.g. "--quick" on a CPU device
 #            [--repeat 10 --min-time 0.02]
+#   PIPELINE_CACHES  a folder: each build's bench runs keep their compiled
+#            pipelines in NAME.bin there (VKATTN_PIPELINE_CACHE), so that
+#            only a build's first run compiles them; carried between calls
+#            (copied to $OUT and back) it saves the next call's compiles too
+#            [none: every run compiles]
 set -uo pipefail
 (($# >= 1)) || { sed -n '2,/^set /p' "$0" | sed '$d'; exit 2; }
 rounds=${ROUNDS:-1}
@@ -118,8 +123,12 @@ for ((r = 1; r <= rounds; ++r)); do
     for i in "${!bins[@]}"; do
       echo "== round $r, $s, ${names[$i]}"
       # shellcheck disable=SC2086  # bench_flags is a list of flags
-      "${bins[$i]}" bench "$suite" $bench_flags "${flags[@]}" --filter "$filter" 2>&1 |
-        grep -E '^ceilings| (yes|no) \(|rror|^vkattn' | sed "s/^/${names[$i]}: /"
+      # (--line-buffered: what a run printed survives a timeout that kills it.)
+      cache_env=()
+      [[ -n ${PIPELINE_CACHES:-} ]] && mkdir -p "$PIPELINE_CACHES" &&
+        cache_env=("VKATTN_PIPELINE_CACHE=$PIPELINE_CACHES/${names[$i]}.bin")
+      env "${cache_env[@]}" "${bins[$i]}" bench "$suite" $bench_flags "${flags[@]}" --filter "$filter" 2>&1 |
+        grep --line-buffered -E '^ceilings| (yes|no) \(|rror|^vkattn' | sed -u "s/^/${names[$i]}: /"
       rc=${PIPESTATUS[0]}
       ((rc == 0)) || { echo "${names[$i]}: bench $suite exited $rc"; failed=1; }
     done
