@@ -292,6 +292,8 @@ uvec4 q_piece(uint r0, uint i, bool wide) {
   kv_stage[at + (c / (D / 8u)) * ROW + c % (D / 8u)] = elem8_from_key(SUFFIX, raw);
 // STAGE_PART(K0, BUF, K, V): the K and/or V pieces loaded for the tile at K0 (K, V: true or false).
 #if VKA_OP_BLOCK_SPARSE
+// (Block-sparse K/V are q's dtype, stored as loaded either way; this form
+// keeps its modules byte for byte what they were timed as.)
 void store_piece(uvec4 raw, uint at, uint i) { STORE_PIECE_BODY(pa_suffix_item(g_it)) }
 #define STORE_K_PIECE(i) store_piece(kr##i, 0u, i);
 #define STORE_V_PIECE(i) store_piece(vr##i, V_AT, i);
