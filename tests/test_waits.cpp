@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "context_impl.hpp"
@@ -144,7 +145,7 @@ TEST(Waits, WithoutADeadlineASlowSubmissionIsWaitedFor) {
 TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   auto ctx = std::make_unique<Context>(test_options());
   auto slow = std::make_unique<SlowKernel>(*ctx);
-  const uint32_t n = slow->iterations_for(1000);   // a second, against a deadline of 20 ms
+  uint32_t n = slow->iterations_for(1000);   // a second, against a deadline of 20 ms
   // The same device, adopted with a deadline (the deadline is the Context's).
   ContextOptions o = test_options();
   o.submit_timeout_ns = 20'000'000;
@@ -154,14 +155,29 @@ TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   ScopedUnsetEnv no_forced_path("VKATTN_PATH");
   const AdoptInfo info = same_device(*ctx);
   {   // everything made on the adopted Context goes before the device it adopted
-    auto timed = std::make_unique<Context>(Context::adopt(info, o));
-    EXPECT_VKATTN_ERROR(timed->submit_and_wait([&](VkCommandBuffer cmd) { slow->record(cmd, n); }), "did not complete within",
-                        "unusable");
     // The calls below hand a command buffer that is not one (never_used):
-    // only a Context that refuses may see it. (A run in which the kernel beat
-    // the deadline went on and crashed there: a segmentation fault, three
-    // times in the GPU suite, DEVELOPERS.md "Things that fail only on the GPU".)
-    ASSERT_FALSE(timed->usable()) << "the slow kernel (" << n << " iterations) finished within the 20 ms deadline";
+    // only a Context that refuses may see it. A run in which the kernel beat
+    // the deadline went on and crashed there (a segmentation fault, three
+    // times in the GPU suite: DEVELOPERS.md, "Things that fail only on the
+    // GPU"). Such a run is the calibration's miss, not the library's (it
+    // waited as long as the kernel ran): it is tried again with 4 times the
+    // iterations, twice at most, and the test stops if none timed out.
+    std::unique_ptr<Context> timed;
+    for (int attempt = 0;; ++attempt) {
+      timed = std::make_unique<Context>(Context::adopt(info, o));
+      try {
+        timed->submit_and_wait([&](VkCommandBuffer cmd) { slow->record(cmd, n); });
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("did not complete within"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("unusable"), std::string::npos) << e.what();
+        break;
+      }
+      EXPECT_TRUE(timed->usable());
+      ASSERT_LT(attempt, 2) << "the slow kernel (" << n << " iterations) finished within the 20 ms deadline three times";
+      timed.reset();
+      n = static_cast<uint32_t>(std::min<uint64_t>(uint64_t(n) * 4, 4'000'000'000u));
+    }
+    ASSERT_FALSE(timed->usable());
     // Every later call refuses, synchronous or recorded.
     EXPECT_VKATTN_ERROR(timed->submit_and_wait([](VkCommandBuffer) {}), "unusable", "timed out");
     Buffer b(*timed, 64);
