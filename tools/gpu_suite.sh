@@ -2,8 +2,9 @@
 # The whole test suite on each kernel path, each path's tests split into
 # googletest shards that run side by side (most of the suite's time there is
 # the driver compiling pipelines, which the machine's cores then share).
-# Prints one summary line per path and any failure; exits
-# non-zero if a test failed. Used on the GPU machine (DEVELOPERS.md, "The GPU
+# Prints one summary line per path and any failure; a shard that crashed is
+# named with the test it died in, and the tests it did not reach run again
+# (rerun_rest). Exits non-zero if a test failed or a shard did not finish. Used on the GPU machine (DEVELOPERS.md, "The GPU
 # machine"); runs anywhere a device is.
 #
 #   tools/gpu_suite.sh [TESTS_BINARY] [OUT_DIR]     (env PATHS, SHARDS, FILTER)
@@ -25,23 +26,41 @@ run_path() {
   wait
   for ((i = 0; i < shards; ++i)); do
     f="$out/$p.$i.txt"
-    grep -q 'tests* from .* ran' "$f" ||
-      echo "UNFINISHED shard $i of $p, in: $(grep '^\[ RUN      \]' "$f" | tail -n 1 | cut -c 14-)" >> "$f"
+    grep -q 'tests* from .* ran' "$f" && continue
+    echo "UNFINISHED shard $i of $p, in: $(grep '^\[ RUN      \]' "$f" | tail -n 1 | cut -c 14-)" >> "$f"
+    rerun_rest "$p" "$i" "$f"
   done
   cat "$out/$p".*.txt > "$out/$p.txt" && rm -f "$out/$p".*.txt
+}
+# A shard that died leaves every test after the one it died in unrun; they
+# run once more, in one process, so that a crash costs its own test rather
+# than a shard's (googletest gives a shard the filtered tests whose index
+# modulo the shard count is the shard's). Their results count in the path's
+# summary; the dead shard is still reported, and still fails the run.
+rerun_rest() {
+  local p=$1 i=$2 f=$3 rest
+  rest=$("$bin" --gtest_filter="$filter" --gtest_list_tests 2> /dev/null |
+    awk -v s="$shards" -v i="$i" '/^[^ ]/ {suite = $1} /^  / {if (n++ % s == i) print suite $1}' |
+    grep -vxF -f <(grep '^\[ RUN      \]' "$f" | cut -c 14-) | paste -sd: -)
+  [ -n "$rest" ] || return 0
+  echo "RERUN of shard $i of $p: the $(tr ':' '\n' <<< "$rest" | wc -l) tests after the one it died in" >> "$f"
+  VKATTN_PATH=$p "$bin" --gtest_filter="$rest" > "$out/$p.$i.rerun.txt" 2>&1
+  grep -q 'tests* from .* ran' "$out/$p.$i.rerun.txt" ||
+    echo "UNFINISHED rerun of shard $i of $p, in: $(grep '^\[ RUN      \]' "$out/$p.$i.rerun.txt" | tail -n 1 | cut -c 14-)" >> "$out/$p.$i.rerun.txt"
 }
 for p in $paths; do run_path "$p" & done
 wait
 status=0
 for p in $paths; do
   f="$out/$p.txt"
-  sum() { grep -h "$1" "$f" | awk -v n="$2" '{s += $n} END {print s + 0}'; }
-  ran=$(sum 'tests* from .* ran' 2) passed=$(sum '^\[  PASSED' 4) skipped=$(sum '^\[  SKIPPED *\] [0-9]' 4)
-  # (what ran and did not pass or skip failed: a crashed shard prints no summary of its failures)
+  # Counted from each test's own lines, not the shards' summaries, so that a
+  # shard that died counts what it ran, and the test it died in as failed.
+  ran=$(grep -c '^\[ RUN      \]' "$f") passed=$(grep -c '^\[       OK \]' "$f")
+  skipped=$(grep -c '^\[  SKIPPED \] .* ms)$' "$f")
   failed=$((ran - passed - skipped))
   echo "$p: $ran ran, $passed passed, $skipped skipped, $failed failed ($f)"
   unfinished=$(( $(grep -c 'Running main' "$f") - $(grep -c 'tests* from .* ran' "$f") ))
-  [ "$unfinished" != 0 ] && echo "$p: $unfinished shards did not finish (a crash or a hang: see $f)" && grep -h '^UNFINISHED' "$f"
+  [ "$unfinished" != 0 ] && echo "$p: $unfinished shard runs did not finish (a crash or a hang: see $f)" && grep -h '^UNFINISHED\|^RERUN' "$f"
   if [ "$failed" != 0 ] || [ "$ran" = 0 ] || [ "$unfinished" != 0 ]; then
     status=1
     grep -h '^\[  FAILED  \] [A-Za-z]' "$f" | sort -u
