@@ -90,7 +90,7 @@ class SlowKernel {
   // only need "much longer than the deadline", not a precise length). Each
   // step takes the shortest of three runs: other processes on the GPU (the
   // GPU suite runs 8 shards at once) only ever lengthen a run, and a run
-  // lengthened by waiting behind their work once made the "slow" kernel
+  // lengthened by waiting behind their work can make the "slow" kernel
   // finish within the 20 ms deadline below.
   uint32_t iterations_for(double ms) {
     uint32_t n = 1u << 10;
@@ -157,9 +157,10 @@ TEST(Waits, ATimeoutMakesTheContextUnusableAndFreesNothingInFlight) {
   {   // everything made on the adopted Context goes before the device it adopted
     // The calls below hand a command buffer that is not one (never_used):
     // only a Context that refuses may see it. A run in which the kernel beat
-    // the deadline went on and crashed there (a segmentation fault, three
-    // times in the GPU suite: DEVELOPERS.md, "Things that fail only on the
-    // GPU"). Such a run is the calibration's miss, not the library's (it
+    // the deadline went on and crashed there (reproduced on lavapipe; the
+    // likely cause of a segmentation fault seen three times in the GPU suite:
+    // DEVELOPERS.md, "Things that fail only on the GPU"). Such a run is the
+    // calibration's miss, not the library's (it
     // waited as long as the kernel ran): it is tried again with 4 times the
     // iterations, twice at most, and the test stops if none timed out.
     std::unique_ptr<Context> timed;
