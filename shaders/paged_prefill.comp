@@ -501,9 +501,7 @@ void main() {
   const bool has_rows = g_row0 < g_it.row_count;
 
   if (tid == 0u) wg_flags[0] = 0u;
-#if PA_DEFERRED_BLOCK_REPORT
   pa_bad_block_init();
-#endif
   // The prologue's loads go out together, before anything waits on one: the
   // chunk table's first entries, the first two tiles' keys and block-table
   // entries, Q (and the documents' ids). A store of a load's value waits
@@ -751,13 +749,11 @@ void main() {
   // the subgroup's 64 uvec4s of kv_stage (free after the key loop: the
   // barrier below; the host keeps 2 * BC * ROW >= 64 * NW).
   if (staged_nonfinite) wg_flags[0] = 1u;
-#if PA_DEFERRED_BLOCK_REPORT
   pa_bad_block_note();   // (every lookup of the loop is done)
-#endif
   barrier();
-#if PA_DEFERRED_BLOCK_REPORT && VKA_OP_BLOCK_SPARSE
+#if VKA_OP_BLOCK_SPARSE
   pa_report_bad_block(g_it);
-#elif PA_DEFERRED_BLOCK_REPORT
+#else
   pa_report_bad_block(g_it.seq);   // (the paged op's takes the sequence: its modules' code as it was)
 #endif
   const bool fix = wg_flags[0] != 0u;

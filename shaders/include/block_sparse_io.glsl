@@ -199,8 +199,8 @@ uint bs_block(PaItem it, int j) {
   pa_bad_key = bad ? min(pa_bad_key, uint(j)) : pa_bad_key;
   return bad ? n : uint(idx);
 #else
-  // (Not through bs_raw_index and bs_report_bad_index: the document and
-  // scalar modules' code stays what it was measured as.)
+  // (The scalar kernel's form. Not through bs_raw_index and
+  // bs_report_bad_index: its modules' code stays what it was measured as.)
   const bool partial = j < it.partial;
   const uint at = BS_LIST_AT(it, j, partial);
   const int idx = BS_INDEX_AT(partial, at);

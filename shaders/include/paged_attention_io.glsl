@@ -250,12 +250,15 @@ int pa_raw_block(uint seq, int k_pos) {
 
 #if PA_DEFERRED_BLOCK_REPORT
 #include "deferred_report.glsl"
+// The report of key k's bad entry: the sequence, the block-table column and the entry.
+#define PA_REPORT_BAD_KEY(seq, k) \
+  vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min((k) / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))))
 #if PA_DEFERRED_REPORT_PER_SUBGROUP
 // After the key loop, in uniform control flow: this subgroup's first bad key.
 void pa_report_bad_block(uint seq) {
   PA_SUBGROUP_BAD_KEY(k);
   if (gl_SubgroupInvocationID == 0u && k != 0xFFFFFFFFu)
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
+    PA_REPORT_BAD_KEY(seq, k);
 }
 #else
 // After that barrier: the first key whose block-table entry is bad.
@@ -263,7 +266,7 @@ void pa_report_bad_block(uint seq) {
   if (gl_LocalInvocationIndex != 0u) return;
   const uint k = pa_first_bad_block_key;
   if (k != 0xFFFFFFFFu)
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, seq, min(k / PA_BLOCK_SIZE, pc.max_blocks_per_seq - 1u), uint(pa_raw_block(seq, int(k))));
+    PA_REPORT_BAD_KEY(seq, k);
 }
 #endif
 #endif
