@@ -673,6 +673,16 @@ TEST_F(BlockSparseSmall, BadBlockListsAreReportedNotFollowed) {
   const int32_t both[] = {1, 0, 1, -4};   // a good partial block, then a full one with index -4
   meta_.upload(both, sizeof both);
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_indices row 0 entry 0 = -4");
+  // The same reports from the document modules (the matrix paths'
+  // block_sparse_documents, which report after the key loop too).
+  Buffer ids(ctx(), L * 4);
+  ids.fill(0);   // one document
+  a.mods.all = kMaskCausal | kMaskDocument;
+  a.values.document_ids = TensorView::contiguous(ids, DType::i32, {L});
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "full_kv_indices row 0 entry 0 = -4");
+  const int32_t partial_index[] = {1, 6, 0, 0};   // a partial block with index 6, no full block
+  meta_.upload(partial_index, sizeof partial_index);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "kv_indices row 0 entry 0 = 6 on the device is not a kv block");
 }
 
 // A slope that is not finite makes its head's output meaningless: reported,
