@@ -63,6 +63,131 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesIt) {
   }
 }
 
+// The same codes on the prefill kernel (where the plan routes 64 query
+// tokens to it: the matrix paths), each row seeing only its own key (a
+// window of 1), every key's V row the codes: each output is each decoded
+// value times v_scale, exactly. The caches' scales 1 and 1024: bf16 q over
+// e4m3 stages the values as value * 2^-120 there (PA_E4M3_BF16_DIRECT), and
+// undoes it beside v_scale, whose product with 2^120 is past f32's range at
+// 1024; k_scale 1024 likewise for the scores (all equal here: a NaN from an
+// infinite factor would show).
+TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
+  const Fp8DecodeCase& p = GetParam();
+  const uint32_t D = p.head_size, L = 64, bs = 16;
+  for (float kv_scale : {1.0f, 1024.0f}) {
+    KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = p.cache,
+                      .layout = p.layout, .k_scale = kv_scale, .v_scale = kv_scale};
+    PagedKvCache cache(ctx(), cfg);
+    cache.fill(p.cache == DType::fp8_e4m3 ? 0x28282828u : 0x34343434u);   // K 0.25
+    for (uint32_t b = 0; b < L / bs; ++b) {
+      auto v = cache.read_blocks(KvPart::value, b, 1);
+      for (uint32_t t = 0; t < bs; ++t)
+        for (uint32_t d = 0; d < D; ++d) v[cache.element_in_block(KvPart::value, t, 0, d)] = static_cast<uint8_t>(p.first_code + d);
+      cache.write_blocks(KvPart::value, b, v);
+    }
+    DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(L)}, {0, 1, 2, 3}, L / bs);
+    PagedAttentionPlanOptions opt;
+    opt.prefill = PrefillKernel::on;
+    PagedAttentionPlan plan(ctx(), cfg, 1, p.q, batch.lengths(), opt);
+    if (plan.path() != Path::scalar) EXPECT_TRUE(plan.routes_prefill());
+    Buffer q(ctx(), L * D * 2), out(ctx(), L * D * 4);
+    q.fill(p.q == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
+    out.fill(0xFFFFFFFFu);
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(q, p.q, {L, 1, D});
+    a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+    a.batch = batch.view();
+    a.params.scale = 0.0625f;
+    a.params.sliding_window = 1;
+    paged_attention(ctx(), plan, cache, a);
+    const auto o = out.download_as<float>(L * D);
+    const ref::Format f = p.cache == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+    int bad = 0;
+    for (uint32_t r = 0; r < L && bad < 8; ++r)
+      for (uint32_t d = 0; d < D && bad < 8; ++d) {
+        const uint32_t code = p.first_code + d;
+        const double want = ref::decode(f, code) * kv_scale;
+        const bool ok = std::isnan(want) ? std::isnan(o[r * D + d]) : double(o[r * D + d]) == want;
+        if (!ok) ++bad;
+        EXPECT_TRUE(ok) << "row " << r << ", code 0x" << std::hex << code << std::dec << " gave " << o[r * D + d]
+                        << ", expected " << want << " (scales " << kv_scale << ", path " << path_name(plan.path()) << ")";
+      }
+  }
+}
+
+// Small and large keys' scores on the prefill kernel: key 0's K row holds
+// one code in every dim and its V 1.0, the other keys' K and V are 0, so row
+// i (keys 0..i) outputs e^s / (e^s + i) with s = scale * k_scale * q * D *
+// the code's value, set to +-2. Codes subnormal and normal; scale * k_scale
+// 2048 and 2^23, where bf16 q over e4m3 shifts Q to keep its score factor
+// (scale * k_scale * 2^120) in f32's range. Scores dropped as tiny (a
+// subnormal flushed) would give 1 / (1 + i).
+struct Fp8KeyCase {
+  const char* name;
+  DType cache;
+  DType q;
+  uint32_t code;
+  float k_scale = 1;
+  float q_value = 1;   // a power of two
+};
+void PrintTo(const Fp8KeyCase& c, std::ostream* os) { *os << c.name; }
+class Fp8Keys : public VkTest, public ::testing::WithParamInterface<Fp8KeyCase> {};
+
+TEST_P(Fp8Keys, ScoresOfSmallAndLargeKeysOnThePrefillKernel) {
+  const Fp8KeyCase& p = GetParam();
+  const uint32_t D = 128, L = 64, bs = 16;
+  KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = p.cache, .k_scale = p.k_scale};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(0u);
+  auto k = cache.read_blocks(KvPart::key, 0, 1), v = cache.read_blocks(KvPart::value, 0, 1);
+  for (uint32_t d = 0; d < D; ++d) {
+    k[cache.element_in_block(KvPart::key, 0, 0, d)] = static_cast<uint8_t>(p.code);
+    v[cache.element_in_block(KvPart::value, 0, 0, d)] = p.cache == DType::fp8_e4m3 ? 0x38 : 0x3C;   // 1.0
+  }
+  cache.write_blocks(KvPart::key, 0, k);
+  cache.write_blocks(KvPart::value, 0, v);
+  const ref::Format f = p.cache == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+  const double dot = double(p.q_value) * D * ref::decode(f, p.code) * p.k_scale;   // the score without the scale
+  const float scale = float(2.0 / std::fabs(dot));
+  const double s = scale * dot;
+
+  DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(L)}, {0, 1, 2, 3}, L / bs);
+  PagedAttentionPlanOptions opt;
+  opt.prefill = PrefillKernel::on;
+  PagedAttentionPlan plan(ctx(), cfg, 1, p.q, batch.lengths(), opt);
+  if (plan.path() != Path::scalar) EXPECT_TRUE(plan.routes_prefill());
+  Buffer q(ctx(), L * D * 2), out(ctx(), L * D * 4);
+  const uint32_t qb = p.q == DType::bf16 ? ref::encode(ref::Format::bf16, p.q_value) : ref::encode(ref::Format::f16, p.q_value);
+  q.fill(qb | (qb << 16));
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, p.q, {L, 1, D});
+  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+  a.batch = batch.view();
+  a.params.scale = scale;
+  paged_attention(ctx(), plan, cache, a);
+  const auto o = out.download_as<float>(L * D);
+  for (uint32_t r = 0; r < L; ++r) {
+    const double want = std::exp(s) / (std::exp(s) + r);
+    // P is rounded to the matrices' element type (bf16: 2^-9 relative).
+    ASSERT_NEAR(o[r * D], want, 0.01 * want) << "row " << r << " (score " << s << ", path " << path_name(plan.path()) << ")";
+    for (uint32_t d = 1; d < D; ++d) ASSERT_EQ(o[r * D + d], o[r * D]) << "row " << r << ", dim " << d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codes, Fp8Keys,
+                         ::testing::Values(Fp8KeyCase{"e4m3_min_subnormal_q_bf16", DType::fp8_e4m3, DType::bf16, 0x01},
+                                           Fp8KeyCase{"e4m3_max_subnormal_q_bf16", DType::fp8_e4m3, DType::bf16, 0x07},
+                                           Fp8KeyCase{"e4m3_negative_subnormal_q_bf16", DType::fp8_e4m3, DType::bf16, 0x83},
+                                           Fp8KeyCase{"e4m3_min_normal_q_bf16", DType::fp8_e4m3, DType::bf16, 0x08},
+                                           Fp8KeyCase{"e4m3_max_q_bf16", DType::fp8_e4m3, DType::bf16, 0x7E},
+                                           Fp8KeyCase{"e4m3_subnormal_large_scales_q_bf16", DType::fp8_e4m3, DType::bf16, 0x01, 64.0f, 0.00390625f},
+                                           Fp8KeyCase{"e4m3_subnormal_huge_scales_q_bf16", DType::fp8_e4m3, DType::bf16, 0x01, 4096.0f, 0x1p-20f},
+                                           Fp8KeyCase{"e4m3_min_subnormal_q_f16", DType::fp8_e4m3, DType::f16, 0x01},
+                                           Fp8KeyCase{"e5m2_min_subnormal_q_bf16", DType::fp8_e5m2, DType::bf16, 0x01},
+                                           Fp8KeyCase{"e5m2_min_subnormal_q_f16", DType::fp8_e5m2, DType::f16, 0x01}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 INSTANTIATE_TEST_SUITE_P(Codes, Fp8Decode,
                          ::testing::Values(Fp8DecodeCase{"e4m3_q_f16", DType::fp8_e4m3, DType::f16, KvLayout::nhd},
                                            Fp8DecodeCase{"e5m2_q_f16", DType::fp8_e5m2, DType::f16, KvLayout::nhd},
