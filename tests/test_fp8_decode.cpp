@@ -66,11 +66,12 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesIt) {
 // The same codes on the prefill kernel (where the plan routes 64 query
 // tokens to it: the matrix paths), each row seeing only its own key (a
 // window of 1), every key's V row the codes: each output is each decoded
-// value times v_scale, exactly. The caches' scales 1 and 1024: bf16 q over
-// e4m3 stages the values as value * 2^-120 there (PA_E4M3_BF16_DIRECT), and
-// undoes it beside v_scale, whose product with 2^120 is past f32's range at
-// 1024; k_scale 1024 likewise for the scores (all equal here: a NaN from an
-// infinite factor would show).
+// value times v_scale, exactly. The caches' scales 1 and 1024: the matrix
+// kernels stage fp8 values scaled by a power of two and undo it beside
+// v_scale and k_scale, so a factor past f32's range, or a staged value too
+// small for the matrices (flushed), would show here. A staging form tried
+// on 28 November 2026 (e4m3 as bf16 * 2^-120) failed it on coopmat2
+// (DEVELOPERS.md, "bf16 q over e4m3 in one step").
 TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
   const Fp8DecodeCase& p = GetParam();
   const uint32_t D = p.head_size, L = 64, bs = 16;
@@ -119,9 +120,9 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
 // one code in every dim and its V 1.0, the other keys' K and V are 0, so row
 // i (keys 0..i) outputs e^s / (e^s + i) with s = scale * k_scale * q * D *
 // the code's value, set to +-2. Codes subnormal and normal; scale * k_scale
-// 2048 and 2^23, where bf16 q over e4m3 shifts Q to keep its score factor
-// (scale * k_scale * 2^120) in f32's range. Scores dropped as tiny (a
-// subnormal flushed) would give 1 / (1 + i).
+// 2048 and 2^23, with q small, so that a kernel folding a large staging
+// factor into scale * k_scale must keep it in f32's range. Scores dropped
+// as tiny (a subnormal flushed) would give 1 / (1 + i).
 struct Fp8KeyCase {
   const char* name;
   DType cache;
