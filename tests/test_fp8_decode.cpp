@@ -63,6 +63,35 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesIt) {
   }
 }
 
+// One sequence of kRows new tokens over the cache's first blocks (block
+// size 16), one head, every element of q the 16-bit word q_bits, routed to
+// the prefill kernel where the device has it: the f32 output and the path.
+constexpr uint32_t kRows = 64;
+struct PrefillRun {
+  std::vector<float> out;
+  Path path;
+};
+PrefillRun run_on_prefill_kernel(Context& ctx, const PagedKvCache& cache, const KvCacheConfig& cfg, DType q_dtype,
+                                 uint32_t q_bits, float scale, int32_t window) {
+  const uint32_t D = cfg.head_size, L = kRows;
+  DeviceBatch batch(ctx, {0, int32_t(L)}, {int32_t(L)}, {0, 1, 2, 3}, L / 16);
+  PagedAttentionPlanOptions opt;
+  opt.prefill = PrefillKernel::on;
+  PagedAttentionPlan plan(ctx, cfg, 1, q_dtype, batch.lengths(), opt);
+  if (plan.path() != Path::scalar) EXPECT_TRUE(plan.routes_prefill());
+  Buffer q(ctx, L * D * 2), out(ctx, L * D * 4);
+  q.fill(q_bits | (q_bits << 16));
+  out.fill(0xFFFFFFFFu);
+  PagedAttentionArgs a;
+  a.q = TensorView::contiguous(q, q_dtype, {L, 1, D});
+  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+  a.batch = batch.view();
+  a.params.scale = scale;
+  a.params.sliding_window = window;
+  paged_attention(ctx, plan, cache, a);
+  return {out.download_as<float>(L * D), plan.path()};
+}
+
 // The same codes on the prefill kernel (where the plan routes 64 query
 // tokens to it: the matrix paths), each row seeing only its own key (a
 // window of 1), every key's V row the codes: each output is each decoded
@@ -74,7 +103,7 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesIt) {
 // (DEVELOPERS.md, "bf16 q over e4m3 in one step").
 TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
   const Fp8DecodeCase& p = GetParam();
-  const uint32_t D = p.head_size, L = 64, bs = 16;
+  const uint32_t D = p.head_size, L = kRows, bs = 16;
   for (float kv_scale : {1.0f, 1024.0f}) {
     KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = p.cache,
                       .layout = p.layout, .k_scale = kv_scale, .v_scale = kv_scale};
@@ -86,22 +115,7 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
         for (uint32_t d = 0; d < D; ++d) v[cache.element_in_block(KvPart::value, t, 0, d)] = static_cast<uint8_t>(p.first_code + d);
       cache.write_blocks(KvPart::value, b, v);
     }
-    DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(L)}, {0, 1, 2, 3}, L / bs);
-    PagedAttentionPlanOptions opt;
-    opt.prefill = PrefillKernel::on;
-    PagedAttentionPlan plan(ctx(), cfg, 1, p.q, batch.lengths(), opt);
-    if (plan.path() != Path::scalar) EXPECT_TRUE(plan.routes_prefill());
-    Buffer q(ctx(), L * D * 2), out(ctx(), L * D * 4);
-    q.fill(p.q == DType::bf16 ? 0x3F803F80u : 0x3C003C00u);   // 1.0
-    out.fill(0xFFFFFFFFu);
-    PagedAttentionArgs a;
-    a.q = TensorView::contiguous(q, p.q, {L, 1, D});
-    a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
-    a.batch = batch.view();
-    a.params.scale = 0.0625f;
-    a.params.sliding_window = 1;
-    paged_attention(ctx(), plan, cache, a);
-    const auto o = out.download_as<float>(L * D);
+    const auto [o, path] = run_on_prefill_kernel(ctx(), cache, cfg, p.q, p.q == DType::bf16 ? 0x3F80u : 0x3C00u, 0.0625f, 1);   // q 1.0
     const ref::Format f = p.cache == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
     int bad = 0;
     for (uint32_t r = 0; r < L && bad < 8; ++r)
@@ -111,7 +125,7 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
         const bool ok = std::isnan(want) ? std::isnan(o[r * D + d]) : double(o[r * D + d]) == want;
         if (!ok) ++bad;
         EXPECT_TRUE(ok) << "row " << r << ", code 0x" << std::hex << code << std::dec << " gave " << o[r * D + d]
-                        << ", expected " << want << " (scales " << kv_scale << ", path " << path_name(plan.path()) << ")";
+                        << ", expected " << want << " (scales " << kv_scale << ", path " << path_name(path) << ")";
       }
   }
 }
@@ -136,7 +150,7 @@ class Fp8Keys : public VkTest, public ::testing::WithParamInterface<Fp8KeyCase> 
 
 TEST_P(Fp8Keys, ScoresOfSmallAndLargeKeysOnThePrefillKernel) {
   const Fp8KeyCase& p = GetParam();
-  const uint32_t D = 128, L = 64, bs = 16;
+  const uint32_t D = 128, L = kRows, bs = 16;
   KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = p.cache, .k_scale = p.k_scale};
   PagedKvCache cache(ctx(), cfg);
   cache.fill(0u);
@@ -152,26 +166,12 @@ TEST_P(Fp8Keys, ScoresOfSmallAndLargeKeysOnThePrefillKernel) {
   const float scale = float(2.0 / std::fabs(dot));
   const double s = scale * dot;
 
-  DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(L)}, {0, 1, 2, 3}, L / bs);
-  PagedAttentionPlanOptions opt;
-  opt.prefill = PrefillKernel::on;
-  PagedAttentionPlan plan(ctx(), cfg, 1, p.q, batch.lengths(), opt);
-  if (plan.path() != Path::scalar) EXPECT_TRUE(plan.routes_prefill());
-  Buffer q(ctx(), L * D * 2), out(ctx(), L * D * 4);
   const uint32_t qb = p.q == DType::bf16 ? ref::encode(ref::Format::bf16, p.q_value) : ref::encode(ref::Format::f16, p.q_value);
-  q.fill(qb | (qb << 16));
-  out.fill(0xFFFFFFFFu);
-  PagedAttentionArgs a;
-  a.q = TensorView::contiguous(q, p.q, {L, 1, D});
-  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
-  a.batch = batch.view();
-  a.params.scale = scale;
-  paged_attention(ctx(), plan, cache, a);
-  const auto o = out.download_as<float>(L * D);
+  const auto [o, path] = run_on_prefill_kernel(ctx(), cache, cfg, p.q, qb, scale, 0);
   for (uint32_t r = 0; r < L; ++r) {
     const double want = std::exp(s) / (std::exp(s) + r);
     // P is rounded to the matrices' element type (bf16: 2^-9 relative).
-    ASSERT_NEAR(o[r * D], want, 0.01 * want) << "row " << r << " (score " << s << ", path " << path_name(plan.path()) << ")";
+    ASSERT_NEAR(o[r * D], want, 0.01 * want) << "row " << r << " (score " << s << ", path " << path_name(path) << ")";
     for (uint32_t d = 1; d < D; ++d) ASSERT_EQ(o[r * D + d], o[r * D]) << "row " << r << ", dim " << d;
   }
 }
