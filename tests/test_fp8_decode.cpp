@@ -7,6 +7,8 @@
 // at head size 128, half the codes at a time, where the matrix paths build
 // the K and V matrices in registers (paged_attention_subgroup.comp,
 // REGISTER_MATRICES, on a device whose matrix element order allows it).
+// The same codes through the prefill kernel (paged_prefill.comp), and fp8
+// keys' scores there, subnormal to largest, with large scales (Fp8Keys).
 #include <cmath>
 #include <cstring>
 
