@@ -71,6 +71,16 @@
 // (deferred_report.glsl), in every module: a report where the lookup finds
 // it sits in every tile's code even though it never runs.
 #define PA_DEFERRED_BLOCK_REPORT 1
+// bf16 q over an e4m3 cache on the coopmat2 path: the cache's values staged
+// as bf16 in one step, value * 2^-120 (matrix_element.glsl,
+// e4m3_word_to_bf16_pairs), rather than as f16 pairs converted to bf16. The
+// two-step conversion's code made prefix prefill's module about twice the
+// size and its new tokens' rows, which convert nothing, up to 1.8x as slow
+// (DEVELOPERS.md, "bf16 q over e4m3 in one step"). The decode kernel and
+// the paged op's specialization keep the f16 pairs (slower with this form).
+#if !VKA_OP_BLOCK_SPARSE && PA_MATRIX_BF16 && VKATTN_PATH == 2
+#define PA_E4M3_BF16_DIRECT 1
+#endif
 #if VKA_OP_BLOCK_SPARSE
 // Block-sparse attention: its items, K/V tensors, block lists and mods.
 #include "abi/block_sparse.h"
@@ -198,6 +208,35 @@ PaItem g_it;        // the work item (read by the per-element functions)
 uint g_row0;        // the subgroup's first local row
 uint g_slice0;      // the first 16-wide head slice it holds (PARTS > 1)
 float g_scale;      // scale * k_scale
+#if PA_E4M3_BF16_DIRECT
+// The power of two Q is staged at, 2^g_q_log2, over an e4m3 cache
+// (E4M3_BF16_STAGED): its values are staged 2^-120 small
+// (E4M3_STAGED_LOG2), and Q 2^32 larger (or more, where scale * k_scale *
+// 2^88 would pass 2^127) keeps the scores' products and sums f32 normals
+// (the matrix units flush subnormal results) down to |q.k| of 2^-38; the
+// score factor takes the difference. A q element of 2^(128 - g_q_log2) or
+// more (2^96 where the scales are not extreme) would overflow: it is
+// reported (STATUS_PARAMETER, 2), and prefix_prefill.hpp states the limit.
+// P is staged 2^64 larger (g_p_scale) for the same reason on V's side: a
+// power of two times exp's result, so that a P of 1 stays exact.
+int g_q_log2;
+float g_p_scale, g_p_unstage;
+uvec4 q_staged(uvec4 w, uint r) {
+  if (!E4M3_BF16_STAGED || g_q_log2 == 0) return w;
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const float lo_in = uintBitsToFloat(w[i] << 16), hi_in = uintBitsToFloat(w[i] & 0xFFFF0000u);
+    const float lo = ldexp(lo_in, g_q_log2), hi = ldexp(hi_in, g_q_log2);
+    if ((isinf(lo) && !isinf(lo_in)) || (isinf(hi) && !isinf(hi_in))) {
+      PA_ROW_TOKEN_AND_HEAD(g_it, r);
+      vka_report(STATUS_PARAMETER, 2u, token, floatBitsToUint(isinf(lo) && !isinf(lo_in) ? lo_in : hi_in));
+    }
+    w[i] = (floatBitsToUint(lo) >> 16) | (floatBitsToUint(hi) & 0xFFFF0000u);
+  }
+  return w;
+}
+#else
+#define q_staged(w, r) (w)
+#endif
 
 void subgroup_sync() {
   controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
@@ -393,6 +432,18 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 // driver's row reductions and per-element operations (16 x 16 accumulators
 // for m, l and alpha) it took 11 more registers, which this loop's carried
 // P needs; alone, the by-hand form was 6% slower (DEVELOPERS.md).
+// P staged 2^64 larger over an e4m3 cache's keys (g_p_scale), its row sums
+// taken back to P's scale (g_p_unstage): see g_q_log2. Each use tests the
+// specialization first, so that the other specializations' code is what it
+// was: through the globals alone the driver kept it, and bf16 q over a bf16
+// cache ran 4-5% slower.
+#if PA_E4M3_BF16_DIRECT
+#define P_UNSTAGE(x) (E4M3_BF16_STAGED ? (x) * g_p_unstage : (x))
+#define P_STAGED(p) (E4M3_BF16_STAGED ? (p) * g_p_scale : (p))
+#else
+#define P_UNSTAGE(x) (x)
+#define P_STAGED(p) (p)
+#endif
 #define ROW_MAX(c)                                                                                  \
       [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
         if (acc_row_hi(i)) mx_hi = max(mx_hi, s##c[i]); else mx_lo = max(mx_lo, s##c[i]);           \
@@ -400,7 +451,7 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 #define MAKE_P(c)                                                                                   \
       [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
         const bool hi = acc_row_hi(i);                                                              \
-        const float pr = float(ELEM(vka_exp_diff(s##c[i], hi ? m_hi : m_lo)));                      \
+        const float pr = float(ELEM(P_STAGED(vka_exp_diff(s##c[i], hi ? m_hi : m_lo))));          \
         s##c[i] = pr;                                                                               \
         if (hi) sum_hi += pr; else sum_lo += pr;   /* the rounded P that P V uses */                \
       }                                                                                             \
@@ -420,8 +471,8 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       sum_hi += subgroupShuffleXor(sum_hi, 1u);                                                     \
       sum_lo += subgroupShuffleXor(sum_lo, 2u);                                                     \
       sum_hi += subgroupShuffleXor(sum_hi, 2u);                                                     \
-      l_lo += sum_lo;                                                                               \
-      l_hi += sum_hi;
+      l_lo += P_UNSTAGE(sum_lo);                                                                    \
+      l_hi += P_UNSTAGE(sum_hi);
 #define RESCALE(j) [[unroll]] for (uint i = 0; i < 8u; ++i) o##j[i] *= acc_row_hi(i) ? a_hi : a_lo;
 #else
 // The softmax of tile t through shared memory: lane pairs own a row, half
@@ -494,7 +545,25 @@ void main() {
   if (!g_it.valid) return;   // the same for the whole workgroup
   g_row0 = 16u * (warp / PARTS);
   g_slice0 = (warp % PARTS) * DT;
+#if PA_E4M3_BF16_DIRECT
+  if (E4M3_BF16_STAGED && !pa_suffix_item(g_it)) {
+    // scale * k_scale * 2^(120 - g_q_log2), at most 2^127.
+    const float sk = pc.scale * pc.k_scale;
+    int e;
+    frexp(sk, e);
+    g_q_log2 = max(32, e - 7);
+    g_scale = ldexp(sk, -E4M3_STAGED_LOG2 - g_q_log2);
+    g_p_scale = ldexp(1.0, 64);
+    g_p_unstage = ldexp(1.0, -64);
+  } else {
+    g_q_log2 = 0;
+    g_p_scale = 1.0;
+    g_p_unstage = 1.0;
+    g_scale = pa_score_scale(g_it);
+  }
+#else
   g_scale = pa_score_scale(g_it);
+#endif
   const int num_tiles = pa_tile_count(g_it);
   const PaTiles tiles = pa_tiles_setup(g_it);
   const PaRows rows = pa_subgroup_setup(g_it, g_row0);   // this subgroup's rows
@@ -525,7 +594,7 @@ void main() {
 #define EACH_Q_PIECE(F) Q_PIECE_IF(F, 0) Q_PIECE_IF(F, 1) Q_PIECE_IF(F, 2) Q_PIECE_IF(F, 3) \
   Q_PIECE_IF(F, 4) Q_PIECE_IF(F, 5) Q_PIECE_IF(F, 6) Q_PIECE_IF(F, 7)
 #define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i, q_wide);
-#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
+#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = q_staged(qw##i, r0 + c / (D / 8u)); }
     [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
       EACH_Q_PIECE(LOAD_Q_PIECE)
       if (r0 == 0u && g == 0u) {   // (stored after Q's first loads are issued)
@@ -779,7 +848,16 @@ void main() {
   if (lane < 16u)
     row_scale[warp * 16u + lane] = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
   subgroup_sync();
+#if PA_E4M3_BF16_DIRECT
+  // 2^56 (the values' 2^120 less P's 2^64) and v_scale one after the other:
+  // their product may pass f32's range.
+  const bool e4m3_values = E4M3_BF16_STAGED && !pa_suffix_item(g_it);
+  const float v_unstaged = e4m3_values ? ldexp(1.0, -E4M3_STAGED_LOG2 - 64) : 1.0, v_scale = e4m3_values ? pc.v_scale : pa_value_scale(g_it);
+#define V_UNSTAGED(x) (E4M3_BF16_STAGED ? (x) * v_unstaged : (x))
+#else
   const float v_scale = pa_value_scale(g_it);
+#define V_UNSTAGED(x) (x)
+#endif
 // Each lane writes 8 dims of one row: lane 2 r + h takes row r, dims 8 h ..
 // 8 h + 7 of the slice, in one store where the output allows
 // (pa_write_result8_scaled).
@@ -789,8 +867,8 @@ void main() {
   subgroup_sync();                                                                                 \
   {                                                                                                \
     const uint d = 16u * (g_slice0 + j) + w_dim;                                                   \
-    const vec4 lo = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u]) * v_scale;           \
-    const vec4 hi = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u]) * v_scale;      \
+    const vec4 lo = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u])) * v_scale; \
+    const vec4 hi = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u])) * v_scale; \
     float o[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);                         \
     if (fix) {                                                                                     \
       [[unroll]] for (uint i = 0; i < 8u; ++i) o[i] += pa_item_nonfinite_term(g_it, g_row0 + w_row, d + i); \

@@ -3,6 +3,7 @@
 #include <vkattn/error.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -161,6 +162,13 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_PARAMETER: {
       float v;
       std::memcpy(&v, &c, 4);
+      if (a == 2) {
+        char text[32];   // std::to_string would print 2^100 with 31 digits
+        std::snprintf(text, sizeof text, "%g", double(v));
+        throw Error(who + "q of token " + std::to_string(b) + " holds " + text +
+                    ": bf16 q over an fp8 e4m3 cache takes |q| < 2^96 on the coopmat2 path (less where scale * k_scale passes 2^39; "
+                    "prefix_prefill.hpp); that token's output is meaningless");
+      }
       throw Error(who + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
                   std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
     }

@@ -8,7 +8,9 @@
 // the K and V matrices in registers (paged_attention_subgroup.comp,
 // REGISTER_MATRICES, on a device whose matrix element order allows it).
 // The same codes through the prefill kernel (paged_prefill.comp), and fp8
-// keys' scores there, subnormal to largest, with large scales (Fp8Keys).
+// keys' scores there, subnormal to largest, with large scales (Fp8Keys),
+// from paged_attention and from prefix_prefill (whose specialization stages
+// bf16 q's e4m3 keys in a form of its own).
 #include <cmath>
 #include <cstring>
 
@@ -94,15 +96,46 @@ PrefillRun run_on_prefill_kernel(Context& ctx, const PagedKvCache& cache, const 
   return {out.download_as<float>(L * D), plan.path()};
 }
 
+// The same through prefix_prefill: kRows new tokens over a context of the
+// cache's first kRows keys (each token sees all of them), every element of
+// the new tokens' K the 16-bit word k_bits and of their V 0. Its fp8 cache
+// keys and the new tokens are items of their own, so this reaches the
+// prefix-prefill specialization of the prefill kernel's staging.
+PrefillRun run_prefix_prefill_on_prefill_kernel(Context& ctx, PagedKvCache& cache, const KvCacheConfig& cfg, DType q_dtype,
+                                                uint32_t q_bits, uint32_t k_bits, float scale) {
+  const uint32_t D = cfg.head_size, L = kRows;
+  DeviceBatch batch(ctx, {0, int32_t(L)}, {int32_t(2 * L)}, {0, 1, 2, 3}, L / 16);
+  PrefixPrefillOptions opt;
+  opt.prefill = PrefillKernel::on;
+  PrefixPrefillPlan plan(ctx, cfg, 1, q_dtype, batch.lengths(), opt);
+  if (plan.attention().path() != Path::scalar) EXPECT_TRUE(plan.attention().routes_prefill());
+  Buffer q(ctx, L * D * 2), key(ctx, L * D * 2), value(ctx, L * D * 2), out(ctx, L * D * 4);
+  q.fill(q_bits | (q_bits << 16));
+  key.fill(k_bits | (k_bits << 16));
+  value.fill(0u);
+  out.fill(0xFFFFFFFFu);
+  PrefixPrefillArgs a;
+  a.q = TensorView::contiguous(q, q_dtype, {L, 1, D});
+  a.key = TensorView::contiguous(key, q_dtype, {L, 1, D});
+  a.value = TensorView::contiguous(value, q_dtype, {L, 1, D});
+  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+  a.batch = batch.view();
+  a.params.scale = scale;
+  prefix_prefill(ctx, plan, cache, a);
+  return {out.download_as<float>(L * D), plan.attention().path()};
+}
+
 // The same codes on the prefill kernel (where the plan routes 64 query
 // tokens to it: the matrix paths), each row seeing only its own key (a
 // window of 1), every key's V row the codes: each output is each decoded
 // value times v_scale, exactly. The caches' scales 1 and 1024: the matrix
 // kernels stage fp8 values scaled by a power of two and undo it beside
 // v_scale and k_scale, so a factor past f32's range, or a staged value too
-// small for the matrices (flushed), would show here. A staging form tried
-// on 28 November 2026 (e4m3 as bf16 * 2^-120) failed it on coopmat2
-// (DEVELOPERS.md, "bf16 q over e4m3 in one step").
+// small for the matrices (flushed), would show here. Two forms of prefix
+// prefill's e4m3 staging as bf16 * 2^-120 failed it on coopmat2: one whose
+// products went subnormal, and one that took P as exp(x + 64 ln 2), whose
+// outputs came out one f32 step low at scales of 1024 (DEVELOPERS.md, "bf16
+// q over e4m3 in one step").
 TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
   const Fp8DecodeCase& p = GetParam();
   const uint32_t D = p.head_size, L = kRows, bs = 16;
@@ -117,18 +150,26 @@ TEST_P(Fp8Decode, EveryCodeReadsAsTheReferenceDecodesItOnThePrefillKernel) {
         for (uint32_t d = 0; d < D; ++d) v[cache.element_in_block(KvPart::value, t, 0, d)] = static_cast<uint8_t>(p.first_code + d);
       cache.write_blocks(KvPart::value, b, v);
     }
-    const auto [o, path] = run_on_prefill_kernel(ctx(), cache, cfg, p.q, p.q == DType::bf16 ? 0x3F80u : 0x3C00u, 0.0625f, 1);   // q 1.0
-    const ref::Format f = p.cache == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
-    int bad = 0;
-    for (uint32_t r = 0; r < L && bad < 8; ++r)
-      for (uint32_t d = 0; d < D && bad < 8; ++d) {
-        const uint32_t code = p.first_code + d;
-        const double want = ref::decode(f, code) * kv_scale;
-        const bool ok = std::isnan(want) ? std::isnan(o[r * D + d]) : double(o[r * D + d]) == want;
-        if (!ok) ++bad;
-        EXPECT_TRUE(ok) << "row " << r << ", code 0x" << std::hex << code << std::dec << " gave " << o[r * D + d]
-                        << ", expected " << want << " (scales " << kv_scale << ", path " << path_name(path) << ")";
-      }
+    const uint32_t one = p.q == DType::bf16 ? 0x3F80u : 0x3C00u, minus_1024 = p.q == DType::bf16 ? 0xC480u : 0xE400u;
+    for (const bool prefix : {false, true}) {
+      // prefix_prefill: every token sees the 64 cached keys, whose P are
+      // equal (l = 64, exact), and its new tokens' keys of -1024, whose P
+      // are 0.
+      const auto [o, path] = prefix ? run_prefix_prefill_on_prefill_kernel(ctx(), cache, cfg, p.q, one, minus_1024, 0.0625f)
+                                    : run_on_prefill_kernel(ctx(), cache, cfg, p.q, one, 0.0625f, 1);
+      const ref::Format f = p.cache == DType::fp8_e4m3 ? ref::Format::e4m3 : ref::Format::e5m2;
+      int bad = 0;
+      for (uint32_t r = 0; r < L && bad < 8; ++r)
+        for (uint32_t d = 0; d < D && bad < 8; ++d) {
+          const uint32_t code = p.first_code + d;
+          const double want = ref::decode(f, code) * kv_scale;
+          const bool ok = std::isnan(want) ? std::isnan(o[r * D + d]) : double(o[r * D + d]) == want;
+          if (!ok) ++bad;
+          EXPECT_TRUE(ok) << (prefix ? "prefix_prefill" : "paged_attention") << ", row " << r << ", code 0x" << std::hex << code
+                          << std::dec << " gave " << o[r * D + d] << ", expected " << want << " (scales " << kv_scale << ", path "
+                          << path_name(path) << ")";
+        }
+    }
   }
 }
 
@@ -169,13 +210,56 @@ TEST_P(Fp8Keys, ScoresOfSmallAndLargeKeysOnThePrefillKernel) {
   const double s = scale * dot;
 
   const uint32_t qb = p.q == DType::bf16 ? ref::encode(ref::Format::bf16, p.q_value) : ref::encode(ref::Format::f16, p.q_value);
-  const auto [o, path] = run_on_prefill_kernel(ctx(), cache, cfg, p.q, qb, scale, 0);
-  for (uint32_t r = 0; r < L; ++r) {
-    const double want = std::exp(s) / (std::exp(s) + r);
-    // P is rounded to the matrices' element type (bf16: 2^-9 relative).
-    ASSERT_NEAR(o[r * D], want, 0.01 * want) << "row " << r << " (score " << s << ", path " << path_name(path) << ")";
-    for (uint32_t d = 1; d < D; ++d) ASSERT_EQ(o[r * D + d], o[r * D]) << "row " << r << ", dim " << d;
+  for (const bool prefix : {false, true}) {
+    // prefix_prefill: row i also sees the other 63 cached keys and i + 1 new
+    // tokens' keys of 0 (V 0).
+    const auto [o, path] = prefix ? run_prefix_prefill_on_prefill_kernel(ctx(), cache, cfg, p.q, qb, 0u, scale)
+                                  : run_on_prefill_kernel(ctx(), cache, cfg, p.q, qb, scale, 0);
+    const char* op = prefix ? "prefix_prefill" : "paged_attention";
+    for (uint32_t r = 0; r < L; ++r) {
+      const double want = std::exp(s) / (std::exp(s) + r + (prefix ? L : 0));
+      // P is rounded to the matrices' element type (bf16: 2^-9 relative).
+      ASSERT_NEAR(o[r * D], want, 0.01 * want) << op << ", row " << r << " (score " << s << ", path " << path_name(path) << ")";
+      for (uint32_t d = 1; d < D; ++d) ASSERT_EQ(o[r * D + d], o[r * D]) << op << ", row " << r << ", dim " << d;
+    }
   }
+}
+
+// bf16 q over an e4m3 cache in prefix_prefill: the coopmat2 path stages q
+// 2^32 larger (so that small keys' products stay f32 normals), so a q element
+// of 2^100 would overflow there; it is reported, naming the token. Other paths
+// compute it: the row's scores are large but finite.
+TEST_F(VkTest, PrefixPrefillBf16QPast2To96OverE4m3IsReportedWhereItWouldOverflow) {
+  const uint32_t D = 128, L = kRows, bs = 16, bad_token = 37;
+  KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = DType::fp8_e4m3};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(0x28282828u);   // 0.25
+  DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(2 * L)}, {0, 1, 2, 3}, L / 16);
+  PrefixPrefillOptions opt;
+  opt.prefill = PrefillKernel::on;
+  PrefixPrefillPlan plan(ctx(), cfg, 1, DType::bf16, batch.lengths(), opt);
+  Buffer q(ctx(), L * D * 2), key(ctx(), L * D * 2), value(ctx(), L * D * 2), out(ctx(), L * D * 4);
+  std::vector<uint16_t> qv(L * D, 0x3F80);   // 1.0
+  qv[bad_token * D + 3] = 0x7180;            // 2^100
+  q.upload(qv.data(), qv.size() * 2);
+  key.fill(0x3E803E80u);   // 0.25
+  value.fill(0x3F803F80u);
+  out.fill(0xFFFFFFFFu);
+  PrefixPrefillArgs a;
+  a.q = TensorView::contiguous(q, DType::bf16, {L, 1, D});
+  a.key = TensorView::contiguous(key, DType::bf16, {L, 1, D});
+  a.value = TensorView::contiguous(value, DType::bf16, {L, 1, D});
+  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+  a.batch = batch.view();
+  a.params.scale = 0.0625f;
+  if (plan.attention().path() == Path::coopmat2) {
+    EXPECT_TRUE(plan.attention().routes_prefill());
+    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), plan, cache, a), "q of token 37 holds", "|q| < 2^96");
+    return;
+  }
+  prefix_prefill(ctx(), plan, cache, a);
+  const auto o = out.download_as<float>(L * D);
+  for (uint32_t d = 0; d < D; ++d) ASSERT_TRUE(std::isfinite(o[bad_token * D + d])) << "dim " << d << " (path " << path_name(plan.attention().path()) << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Codes, Fp8Keys,
