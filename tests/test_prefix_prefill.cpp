@@ -114,6 +114,21 @@ std::vector<Combo> combos() {
     c.cache_dtype = DType::fp8_e4m3;
     c.seed = 12;
     add("gpu_prefill_kernel_bf16_q_e4m3_cache_hnd_skip_decode_fused_write", c, true);
+    // bf16 q over e4m3 on NHD, whose prefix specialization stages the cache
+    // in one step with Q and P staged larger by powers of two
+    // (paged_prefill.comp, E4M3_BF16_STAGED): the sinks, ALiBi, softcap and
+    // the LSE must come out in natural units, with scales far from 1 (keys
+    // mostly e4m3 subnormals at k_scale 300).
+    c.layout = KvLayout::nhd;
+    c.skip_decode = false;
+    c.write_cache = false;
+    c.sinks = true;
+    c.alibi = true;
+    c.softcap = 30;
+    c.k_scale = 300.0f;
+    c.v_scale = 0.003f;
+    c.seed = 13;
+    add("gpu_prefill_kernel_bf16_q_e4m3_cache_nhd_sinks_alibi_softcap_lse_scales", c, true);
   }
   // The prefill kernel's joined items (a cache of q's dtype: one item over
   // the context and the new tokens) with narrow new-K/V loads, a block size
