@@ -211,10 +211,10 @@ float g_scale;      // scale * k_scale
 #if PA_E4M3_BF16_DIRECT
 // The power of two Q is staged at, 2^g_q_log2, over an e4m3 cache
 // (E4M3_BF16_STAGED): its values are staged 2^-120 small
-// (E4M3_STAGED_LOG2), and Q 2^32 larger (or more, where scale * k_scale *
-// 2^88 would pass 2^127) keeps the scores' products and sums f32 normals
-// (the matrix units flush subnormal results) down to |q.k| of 2^-38; the
-// score factor takes the difference. A q element of 2^(128 - g_q_log2) or
+// (E4M3_STAGED_LOG2), and Q 2^32 (PA_E4M3_Q_STAGED_LOG2) larger (or more,
+// where scale * k_scale * 2^88 would pass 2^127) keeps the scores' products
+// and sums f32 normals (the matrix units flush subnormal results) down to
+// |q.k| of 2^-38; the score factor takes the difference. A q element of 2^(128 - g_q_log2) or
 // more (2^96 where the scales are not extreme) would overflow: it is
 // reported (STATUS_PARAMETER, 2), and prefix_prefill.hpp states the limit.
 // P is staged 2^64 larger (g_p_scale) for the same reason on V's side: a
@@ -551,7 +551,7 @@ void main() {
     const float sk = pc.scale * pc.k_scale;
     int e;
     frexp(sk, e);
-    g_q_log2 = max(32, e - 7);
+    g_q_log2 = max(int(PA_E4M3_Q_STAGED_LOG2), e - 7);
     g_scale = ldexp(sk, -E4M3_STAGED_LOG2 - g_q_log2);
     g_p_scale = ldexp(1.0, 64);
     g_p_unstage = ldexp(1.0, -64);

@@ -166,8 +166,9 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
         char text[32];   // std::to_string would print 2^100 with 31 digits
         std::snprintf(text, sizeof text, "%g", double(v));
         throw Error(who + "q of token " + std::to_string(b) + " holds " + text +
-                    ": bf16 q over an fp8 e4m3 cache takes |q| < 2^96 on the coopmat2 path (less where scale * k_scale passes 2^39; "
-                    "prefix_prefill.hpp); that token's output is meaningless");
+                    ": bf16 q over an fp8 e4m3 cache takes |q| < 2^" + std::to_string(128 - abi::PA_E4M3_Q_STAGED_LOG2) +
+                    " on the coopmat2 path (less where scale * k_scale passes 2^" + std::to_string(abi::PA_E4M3_Q_STAGED_LOG2 + 7) +
+                    "; prefix_prefill.hpp); that token's output is meaningless");
       }
       throw Error(who + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
                   std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
