@@ -389,8 +389,18 @@ bool zero_staged_nonfinite() {
 float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g_row0 + r, k, s * g_scale, t); }
 
 #if VKATTN_PATH == 2
+// BY_SOFTMAX_BASE(base 2's form, the natural form): the loop's softmax in
+// base 2 (the comment above SOFTMAX). Prefix prefill's specialization keeps
+// the natural base, where base 2 ran slower: the spec constant is tested at
+// each use, so that specialization's code is what it was.
+#if VKA_OP_BLOCK_SPARSE
+#define BY_SOFTMAX_BASE(base2, natural) (base2)
+#else
+const bool SOFTMAX_BASE2 = PA_KV_SUFFIX == 0u;
+#define BY_SOFTMAX_BASE(base2, natural) (SOFTMAX_BASE2 ? (base2) : (natural))
+#endif
 float cm_logit(const in uint r, const in uint c, const in float s, const in int k0, const in int t) {
-  return masked_logit(r, k0 + int(c), s, t);
+  return BY_SOFTMAX_BASE(masked_logit(r, k0 + int(c), s, t) * VKA_LOG2E, masked_logit(r, k0 + int(c), s, t));
 }
 // Whether element i of a lane's part of a 16 x 16 accumulator lies in row
 // lane / 4 + 8 rather than lane / 4: the order the Context found on the
@@ -432,6 +442,12 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 // driver's row reductions and per-element operations (16 x 16 accumulators
 // for m, l and alpha) it took 11 more registers, which this loop's carried
 // P needs; alone, the by-hand form was 6% slower (DEVELOPERS.md).
+// In base 2 (BY_SOFTMAX_BASE) the logits are held times log2(e) (the score
+// factor and cm_logit take it), so each P is exp2 of one subtraction from
+// its row's base: the max, or 0 for a row that has seen no key (whose
+// logits are all -inf), which spares each element vka_exp_diff's test and
+// multiply, as FlashAttention's softmax_scale_log2 does; m goes back to
+// natural units where the loop ends.
 // P staged 2^64 larger over an e4m3 cache's keys (g_p_scale), its row sums
 // taken back to P's scale (g_p_unstage): see g_q_log2. Each use tests the
 // specialization first, so that the other specializations' code is what it
@@ -451,7 +467,8 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 #define MAKE_P(c)                                                                                   \
       [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
         const bool hi = acc_row_hi(i);                                                              \
-        const float pr = float(ELEM(P_STAGED(vka_exp_diff(s##c[i], hi ? m_hi : m_lo))));          \
+        const float pr = float(ELEM(P_STAGED(BY_SOFTMAX_BASE(exp2(s##c[i] - (hi ? base_hi : base_lo)), \
+                                                             vka_exp_diff(s##c[i], hi ? m_hi : m_lo))))); \
         s##c[i] = pr;                                                                               \
         if (hi) sum_hi += pr; else sum_lo += pr;   /* the rounded P that P V uses */                \
       }                                                                                             \
@@ -463,8 +480,9 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 1u));                                            \
       mx_lo = max(mx_lo, subgroupShuffleXor(mx_lo, 2u));                                            \
       mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 2u));                                            \
-      a_lo = vka_softmax_rescale(m_lo, l_lo, mx_lo);                                                \
-      a_hi = vka_softmax_rescale(m_hi, l_hi, mx_hi);                                                \
+      a_lo = BY_SOFTMAX_BASE(vka_softmax_rescale_log2(m_lo, l_lo, mx_lo), vka_softmax_rescale(m_lo, l_lo, mx_lo)); \
+      a_hi = BY_SOFTMAX_BASE(vka_softmax_rescale_log2(m_hi, l_hi, mx_hi), vka_softmax_rescale(m_hi, l_hi, mx_hi)); \
+      const float base_lo = m_lo == VKA_NEG_INF ? 0.0 : m_lo, base_hi = m_hi == VKA_NEG_INF ? 0.0 : m_hi; \
       float sum_lo = 0.0, sum_hi = 0.0;                                                             \
       EACH_KEY_SLICE(MAKE_P)                                                                        \
       sum_lo += subgroupShuffleXor(sum_lo, 1u);                                                     \
@@ -740,7 +758,7 @@ void main() {
       }
     }
     if (!skip) {
-#define LOGITS_WHOLE(c) s##c = s##c * g_scale;
+#define LOGITS_WHOLE(c) s##c = s##c * BY_SOFTMAX_BASE(g_scale * VKA_LOG2E, g_scale);
 #define LOGITS_MASKED(c) coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
       if (whole) {
         EACH_KEY_SLICE(LOGITS_WHOLE)
@@ -829,8 +847,8 @@ void main() {
   const uint o_at = warp * 64u;
 #if VKATTN_PATH == 2
   if (lane % 4u == 0u) {
-    row_m[warp * 16u + lane / 4u] = m_lo;
-    row_m[warp * 16u + lane / 4u + 8u] = m_hi;
+    row_m[warp * 16u + lane / 4u] = BY_SOFTMAX_BASE(m_lo * VKA_LN2, m_lo);   // (natural units again)
+    row_m[warp * 16u + lane / 4u + 8u] = BY_SOFTMAX_BASE(m_hi * VKA_LN2, m_hi);
     row_l[warp * 16u + lane / 4u] = l_lo;
     row_l[warp * 16u + lane / 4u + 8u] = l_hi;
   }

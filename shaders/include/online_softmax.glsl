@@ -20,6 +20,21 @@ float vka_softmax_rescale(inout float m, inout float l, float tile_max) {
   return alpha;
 }
 
+// The same in base 2, for a loop that holds its logits (and so m) times
+// log2(e), as FlashAttention does: each P is then exp2 of one subtraction,
+// where exp(a - b) costs a multiply more. l is the same sum in both units;
+// m converts back by VKA_LN2 before anything outside the loop reads it.
+#define VKA_LOG2E 1.4426950408889634
+#define VKA_LN2 0.6931471805599453
+float vka_exp2_diff(float a, float b) { return a == VKA_NEG_INF ? 0.0 : exp2(a - b); }
+float vka_softmax_rescale_log2(inout float m, inout float l, float tile_max) {
+  float m_new = max(m, tile_max);
+  float alpha = vka_exp2_diff(m, m_new);
+  m = m_new;
+  l *= alpha;
+  return alpha;
+}
+
 // Merges another partial softmax (m2, l2) of the same row into (m, l).
 void vka_softmax_merge(inout float m, inout float l, float m2, float l2) {
   const float m_new = max(m, m2);
