@@ -97,32 +97,46 @@ PrefillRun run_on_prefill_kernel(Context& ctx, const PagedKvCache& cache, const 
 }
 
 // The same through prefix_prefill: kRows new tokens over a context of the
-// cache's first kRows keys (each token sees all of them), every element of
-// the new tokens' K the 16-bit word k_bits and of their V 0. Its fp8 cache
-// keys and the new tokens are items of their own, so this reaches the
-// prefix-prefill specialization of the prefill kernel's staging.
+// cache's first kRows keys (each token sees all of them), q's elements as
+// given, every element of the new tokens' K the 16-bit word k_bits and of
+// their V v_bits. Its fp8 cache keys and the new tokens are items of their
+// own, so this reaches the prefix-prefill specialization of the prefill
+// kernel's staging. The plan's path is known before run.
+struct PrefixOnPrefillKernel {
+  PrefixOnPrefillKernel(Context& c, const KvCacheConfig& cfg, DType q_dtype, const std::vector<uint16_t>& q_elems,
+                        uint32_t k_bits, uint32_t v_bits, float scale)
+      : ctx(c),
+        batch(c, {0, int32_t(kRows)}, {int32_t(2 * kRows)}, {0, 1, 2, 3}, kRows / 16),
+        plan(c, cfg, 1, q_dtype, batch.lengths(), PrefixPrefillOptions{.prefill = PrefillKernel::on}),
+        q(c, q_elems.size() * 2), key(c, q_elems.size() * 2), value(c, q_elems.size() * 2), out(c, q_elems.size() * 4) {
+    const uint32_t D = cfg.head_size, L = kRows;
+    if (plan.attention().path() != Path::scalar) EXPECT_TRUE(plan.attention().routes_prefill());
+    q.upload(q_elems.data(), q_elems.size() * 2);
+    key.fill(k_bits | (k_bits << 16));
+    value.fill(v_bits | (v_bits << 16));
+    out.fill(0xFFFFFFFFu);
+    args.q = TensorView::contiguous(q, q_dtype, {L, 1, D});
+    args.key = TensorView::contiguous(key, q_dtype, {L, 1, D});
+    args.value = TensorView::contiguous(value, q_dtype, {L, 1, D});
+    args.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
+    args.batch = batch.view();
+    args.params.scale = scale;
+  }
+  Path path() const { return plan.attention().path(); }
+  std::vector<float> run(PagedKvCache& cache) {
+    prefix_prefill(ctx, plan, cache, args);
+    return out.download_as<float>(out.size() / 4);
+  }
+  Context& ctx;
+  DeviceBatch batch;
+  PrefixPrefillPlan plan;
+  Buffer q, key, value, out;
+  PrefixPrefillArgs args;
+};
 PrefillRun run_prefix_prefill_on_prefill_kernel(Context& ctx, PagedKvCache& cache, const KvCacheConfig& cfg, DType q_dtype,
                                                 uint32_t q_bits, uint32_t k_bits, float scale) {
-  const uint32_t D = cfg.head_size, L = kRows;
-  DeviceBatch batch(ctx, {0, int32_t(L)}, {int32_t(2 * L)}, {0, 1, 2, 3}, L / 16);
-  PrefixPrefillOptions opt;
-  opt.prefill = PrefillKernel::on;
-  PrefixPrefillPlan plan(ctx, cfg, 1, q_dtype, batch.lengths(), opt);
-  if (plan.attention().path() != Path::scalar) EXPECT_TRUE(plan.attention().routes_prefill());
-  Buffer q(ctx, L * D * 2), key(ctx, L * D * 2), value(ctx, L * D * 2), out(ctx, L * D * 4);
-  q.fill(q_bits | (q_bits << 16));
-  key.fill(k_bits | (k_bits << 16));
-  value.fill(0u);
-  out.fill(0xFFFFFFFFu);
-  PrefixPrefillArgs a;
-  a.q = TensorView::contiguous(q, q_dtype, {L, 1, D});
-  a.key = TensorView::contiguous(key, q_dtype, {L, 1, D});
-  a.value = TensorView::contiguous(value, q_dtype, {L, 1, D});
-  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
-  a.batch = batch.view();
-  a.params.scale = scale;
-  prefix_prefill(ctx, plan, cache, a);
-  return {out.download_as<float>(L * D), plan.attention().path()};
+  PrefixOnPrefillKernel run(ctx, cfg, q_dtype, std::vector<uint16_t>(size_t(kRows) * cfg.head_size, uint16_t(q_bits)), k_bits, 0u, scale);
+  return {run.run(cache), run.path()};
 }
 
 // The same codes on the prefill kernel (where the plan routes 64 query
@@ -234,32 +248,15 @@ TEST_F(VkTest, PrefixPrefillBf16QPast2To96OverE4m3IsReportedWhereItWouldOverflow
   KvCacheConfig cfg{.num_blocks = L / bs, .block_size = bs, .num_kv_heads = 1, .head_size = D, .dtype = DType::fp8_e4m3};
   PagedKvCache cache(ctx(), cfg);
   cache.fill(0x28282828u);   // 0.25
-  DeviceBatch batch(ctx(), {0, int32_t(L)}, {int32_t(2 * L)}, {0, 1, 2, 3}, L / 16);
-  PrefixPrefillOptions opt;
-  opt.prefill = PrefillKernel::on;
-  PrefixPrefillPlan plan(ctx(), cfg, 1, DType::bf16, batch.lengths(), opt);
-  Buffer q(ctx(), L * D * 2), key(ctx(), L * D * 2), value(ctx(), L * D * 2), out(ctx(), L * D * 4);
   std::vector<uint16_t> qv(L * D, 0x3F80);   // 1.0
   qv[bad_token * D + 3] = 0x7180;            // 2^100
-  q.upload(qv.data(), qv.size() * 2);
-  key.fill(0x3E803E80u);   // 0.25
-  value.fill(0x3F803F80u);
-  out.fill(0xFFFFFFFFu);
-  PrefixPrefillArgs a;
-  a.q = TensorView::contiguous(q, DType::bf16, {L, 1, D});
-  a.key = TensorView::contiguous(key, DType::bf16, {L, 1, D});
-  a.value = TensorView::contiguous(value, DType::bf16, {L, 1, D});
-  a.out = TensorView::contiguous(out, DType::f32, {L, 1, D});
-  a.batch = batch.view();
-  a.params.scale = 0.0625f;
-  if (plan.attention().path() == Path::coopmat2) {
-    EXPECT_TRUE(plan.attention().routes_prefill());
-    EXPECT_VKATTN_ERROR(prefix_prefill(ctx(), plan, cache, a), "q of token 37 holds", "|q| < 2^96");
+  PrefixOnPrefillKernel run(ctx(), cfg, DType::bf16, qv, 0x3E80u, 0x3F80u, 0.0625f);   // new K 0.25, V 1.0
+  if (run.path() == Path::coopmat2) {
+    EXPECT_VKATTN_ERROR(run.run(cache), "q of token 37 holds", "|q| < 2^96");
     return;
   }
-  prefix_prefill(ctx(), plan, cache, a);
-  const auto o = out.download_as<float>(L * D);
-  for (uint32_t d = 0; d < D; ++d) ASSERT_TRUE(std::isfinite(o[bad_token * D + d])) << "dim " << d << " (path " << path_name(plan.attention().path()) << ")";
+  const auto o = run.run(cache);
+  for (uint32_t d = 0; d < D; ++d) ASSERT_TRUE(std::isfinite(o[bad_token * D + d])) << "dim " << d << " (path " << path_name(run.path()) << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Codes, Fp8Keys,
