@@ -11,14 +11,17 @@
 float vka_exp_diff(float a, float b) { return a == VKA_NEG_INF ? 0.0 : exp(a - b); }
 
 // Folds a tile's max `tile_max` into the running (m, l): returns alpha, the
-// factor that rescales the accumulator and l, and updates m.
-float vka_softmax_rescale(inout float m, inout float l, float tile_max) {
-  float m_new = max(m, tile_max);
-  float alpha = vka_exp_diff(m, m_new);
-  m = m_new;
-  l *= alpha;
-  return alpha;
-}
+// factor that rescales the accumulator and l, and updates m. NAME takes
+// exp(a - b) from EXP_DIFF (one body for both bases below).
+#define VKA_SOFTMAX_RESCALE(NAME, EXP_DIFF)                       \
+  float NAME(inout float m, inout float l, float tile_max) {     \
+    float m_new = max(m, tile_max);                              \
+    float alpha = EXP_DIFF(m, m_new);                            \
+    m = m_new;                                                   \
+    l *= alpha;                                                  \
+    return alpha;                                                \
+  }
+VKA_SOFTMAX_RESCALE(vka_softmax_rescale, vka_exp_diff)
 
 // The same in base 2, for a loop that holds its logits (and so m) times
 // log2(e), as FlashAttention does: each P is then exp2 of one subtraction,
@@ -27,13 +30,7 @@ float vka_softmax_rescale(inout float m, inout float l, float tile_max) {
 #define VKA_LOG2E 1.4426950408889634
 #define VKA_LN2 0.6931471805599453
 float vka_exp2_diff(float a, float b) { return a == VKA_NEG_INF ? 0.0 : exp2(a - b); }
-float vka_softmax_rescale_log2(inout float m, inout float l, float tile_max) {
-  float m_new = max(m, tile_max);
-  float alpha = vka_exp2_diff(m, m_new);
-  m = m_new;
-  l *= alpha;
-  return alpha;
-}
+VKA_SOFTMAX_RESCALE(vka_softmax_rescale_log2, vka_exp2_diff)
 
 // Merges another partial softmax (m2, l2) of the same row into (m, l).
 void vka_softmax_merge(inout float m, inout float l, float m2, float l2) {
