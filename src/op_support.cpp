@@ -117,11 +117,15 @@ void check_apart(std::string_view op, std::span<const NamedView> outputs, std::s
   }
 }
 
+std::string float_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 void check_reciprocal_scale(std::string_view prefix, std::string_view name, float value) {
   if (value >= std::numeric_limits<float>::min() && std::isfinite(value)) return;
-  char text[32];   // std::to_string would print 1e-40 as 0.000000
-  std::snprintf(text, sizeof text, "%g", double(value));
-  throw Error(std::string(prefix) + std::string(name) + " = " + text +
+  throw Error(std::string(prefix) + std::string(name) + " = " + float_text(value) +
               " is not supported: expected a finite value > 0, at least 2^-126 (so that its reciprocal is finite)");
 }
 

@@ -54,6 +54,10 @@ void check_apart_from_cache(std::string_view op, std::span<const NamedView> view
 
 uint32_t to_u32(std::string_view op, std::string_view what, int64_t value);
 
+// A float as "%g" writes it, for messages: std::to_string prints 1e-40 as
+// 0.000000 and 2^100 with 31 digits.
+std::string float_text(double value);
+
 // Checks a scale the kernels divide by (they multiply by its f32
 // reciprocal): finite and at least 2^-126, below which the reciprocal is inf
 // and a zero value would be stored as NaN. Throws "<prefix><name> = <value>

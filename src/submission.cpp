@@ -3,13 +3,13 @@
 #include <vkattn/error.hpp>
 
 #include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "abi/common.h"
 #include "abi/paged_attention.h"
 #include "context_impl.hpp"
+#include "op_support.hpp"
 
 namespace vkattn {
 namespace detail {
@@ -163,9 +163,7 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
       float v;
       std::memcpy(&v, &c, 4);
       if (a == 2) {
-        char text[32];   // std::to_string would print 2^100 with 31 digits
-        std::snprintf(text, sizeof text, "%g", double(v));
-        throw Error(who + "q of token " + std::to_string(b) + " holds " + text +
+        throw Error(who + "q of token " + std::to_string(b) + " holds " + float_text(v) +
                     ": bf16 q over an fp8 e4m3 cache takes |q| < 2^" + std::to_string(128 - abi::PA_E4M3_Q_STAGED_LOG2) +
                     " on the coopmat2 path (less where scale * k_scale passes 2^" + std::to_string(abi::PA_E4M3_Q_STAGED_LOG2 + 7) +
                     "; prefix_prefill.hpp); that token's output is meaningless");

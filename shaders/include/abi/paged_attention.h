@@ -10,13 +10,14 @@
 namespace vkattn::abi {
 #endif
 
-// Bindings (0 is the status buffer). Absent optional views are bound to a
-// placeholder and never read.
 // bf16 q over an e4m3 cache in prefix prefill's coopmat2 specialization:
 // the least power of two q is staged larger by (paged_prefill.comp,
 // g_q_log2), so |q| must stay below 2^(128 - this); the status report's
 // message derives its figures from it.
 VKA_CONST(PA_E4M3_Q_STAGED_LOG2, 32)
+
+// Bindings (0 is the status buffer). Absent optional views are bound to a
+// placeholder and never read.
 VKA_CONST(PA_BINDING_Q, 1)
 VKA_CONST(PA_BINDING_OUT, 2)
 VKA_CONST(PA_BINDING_LSE, 3)
