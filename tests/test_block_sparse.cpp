@@ -232,6 +232,38 @@ TEST_F(VkTest, BlockSparseCustomVariantMatchesItsCppTwin) {
   }
 }
 
+// Where a mod's edge meets a block's or a tile's edge. The mask builder
+// answers a block whose pairs the mods admit all, or none of, from the mods'
+// ranges (bs_mask_range) without testing its pairs, and a document mask's
+// blocks from a vote over the rows' and keys' ids; an off-by-one in any
+// range test, or a vote taken too loosely, lists a block wrongly (the runner
+// compares the device's lists with the host builder's, and the attention
+// with the reference). The windows, prefix lengths and q offsets put each
+// edge one key before, on and after a multiple of 16.
+TEST_F(VkTest, BlockSparseModEdgesOnBlockAndTileEdges) {
+  struct Edge {
+    std::string mask;
+    int32_t q_offset;
+  };
+  std::vector<Edge> edges;
+  for (int32_t w : {1, 2, 3, 15, 16, 17, 18, 33, 34, 66})
+    for (const char* m : {"window:", "causal,window:"}) edges.push_back({m + std::to_string(w), 0});
+  for (int32_t p : {15, 16, 17, 31, 32, 33, 65}) edges.push_back({"prefix:" + std::to_string(p), -32});   // (q from position 0)
+  for (int32_t off : {-17, -16, -15, -1, 1, 14, 15, 16, 17}) edges.push_back({"causal", off});
+  for (int32_t off : {-32, -31, -17, -16, -15, 0}) edges.push_back({"causal,document:3", off});   // (q positions inside the keys)
+  const bool gpu = !on_cpu(ctx());
+  for (uint32_t block : gpu ? std::vector<uint32_t>{16, 64, 128} : std::vector<uint32_t>{16}) {
+    uint64_t seed = 40;
+    for (const Edge& e : edges) {
+      auto c = make(e.mask, 2, 1, block == 16 ? 16 : 64, block == 16 ? 64 : 256, block == 16 ? 96 : 320, seed++);
+      c.q_block = c.kv_block = block;
+      c.q_offset = e.q_offset + int32_t(c.kv_len - c.q_len);
+      auto r = tool::run_block_sparse(ctx(), c);
+      EXPECT_TRUE(r.pass) << e.mask << ", q_offset " << *c.q_offset << ", blocks " << block << ": " << r.summary << "\n" << r.failure;
+    }
+  }
+}
+
 // The cases above must be able to fail: rows with no counted key come out 0
 // with lse -inf, and rows with keys do not.
 TEST_F(VkTest, BlockSparseEmptyRowsAreZeroWithLseMinusInf) {

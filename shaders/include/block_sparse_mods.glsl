@@ -81,6 +81,54 @@ bool bs_builtin_admits(uint mod, int q_pos, int kv_idx BS_DOC_PARAMS) {
 #endif
 }
 
+// What the built-in mod `mod` (one bit) says of every pair of the query
+// positions [q_lo, q_hi] and the keys [k_lo, k_hi] (keys inside Lkv): .x
+// whether it admits them all, .y whether it admits none. Each is a
+// sufficient test (false where unsure) of bs_builtin_admits, case by case.
+// The document mod's answer over the ids is the caller's (docs: whether
+// every pair's two ids are equal, whether no pair's are), taken where every
+// query position lies inside the keys.
+bvec2 bs_builtin_range(uint mod, int q_lo, int q_hi, int k_lo, int k_hi, bvec2 docs) {
+  if (mod == BS_MASK_CAUSAL) return bvec2(k_hi <= q_lo, k_lo > q_hi);
+  if (mod == BS_MASK_WINDOW) return bvec2(q_hi - k_lo < pc.window, q_lo - k_hi >= pc.window);
+  if (mod == BS_MASK_PREFIX) return bvec2(k_hi < pc.prefix_len, k_lo >= pc.prefix_len);
+  const int n = int(pc.kv_len);
+  const bool inside = q_lo >= 0 && q_hi < n, outside = q_hi < 0 || q_lo >= n;
+  return bvec2(inside && docs.x, outside || (inside && docs.y));
+}
+
+// bs_mask over every pair of the queries [q_lo, q_hi] (indices, as q_idx)
+// and the keys [k_lo, k_hi] (inside Lkv): .x whether every pair counts, .y
+// whether none does; sufficient tests, false where unsure (a variant's mask
+// mod is never known to admit every pair). It spares the mask builder the
+// pairs' own tests where the answer is one for the whole block. (The
+// attention kernels do not call it: their subgroups walk a tile's keys in
+// step, so a part of a partial tile answered whole saves no time while
+// another part of it is tested pair by pair; DEVELOPERS.md, "The mask
+// builder's blocks answered whole".)
+bvec2 bs_mask_range(int q_lo, int q_hi, int k_lo, int k_hi, bvec2 docs) {
+  const int p_lo = q_lo + pc.q_offset, p_hi = q_hi + pc.q_offset;
+  bool all_every = true, all_none = false, any_every = false, any_none = true;
+  [[unroll]] for (uint bit = 1u; bit <= BS_MASK_DOCUMENT; bit <<= 1) {
+    if (((BS_MASK_ALL | BS_MASK_ANY) & bit) == 0u) continue;
+    const bvec2 r = bs_builtin_range(bit, p_lo, p_hi, k_lo, k_hi, docs);
+    if ((BS_MASK_ALL & bit) != 0u) {
+      all_every = all_every && r.x;
+      all_none = all_none || r.y;
+    }
+    if ((BS_MASK_ANY & bit) != 0u) {
+      any_every = any_every || r.x;
+      any_none = any_none && r.y;
+    }
+  }
+  // As bs_mask: with no built-in mask every pair counts; else those that
+  // every mod of `all` admits (when it has any), and those some mod of `any` does.
+  const bool unmasked = BS_MASK_ALL == 0u && BS_MASK_ANY == 0u;
+  const bool every = unmasked || (BS_MASK_ALL != 0u && all_every) || any_every;
+  const bool none = !unmasked && (BS_MASK_ALL == 0u || all_none) && any_none;
+  return bvec2(every && VKA_MASK_MOD == 0, none);
+}
+
 // The mask of a partial block's pair (kv_idx < Lkv).
 bool bs_mask(uint b, uint h, int q_idx, int kv_idx BS_DOC_PARAMS) {
   const int q_pos = q_idx + pc.q_offset;
