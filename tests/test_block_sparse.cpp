@@ -6,7 +6,7 @@
 // Covered: every built-in mask and score mod, all/any combinations,
 // partial-only and full-only masks, random per-head masks, rows with no
 // counted key, Lq != Lkv, GQA 1, 4 and 5, K/V broadcast (Bkv = 1), K/V from
-// the paged cache (NHD and HND, per-sequence masks), lengths
+// the paged cache (every layout, per-sequence masks), lengths
 // that are not multiples of the blocks, strided views, bf16, f32 output,
 // LSE and row max, head sizes 16 to 256, Dqk != Dv; a custom variant against
 // its C++ twin; the device mask builder against the host's (every case whose
@@ -153,6 +153,10 @@ std::vector<Combo> combos() {
     h.mask_batch = 2;
     h.q_block = h.kv_block = 32;
     add("paged_kv_hnd_bf16_window_gqa5_per_sequence_masks", h);
+    auto x = make("prefix:40", 2, 2, 48, 64, 100, 43);   // vLLM's layout: K split by 16 bytes, V transposed
+    x.paged_kv = "split";
+    x.q_block = x.kv_block = 16;
+    add("paged_kv_split_prefix_lm_d48", x);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -349,12 +353,10 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   bad = a;
   bad.q.dtype = bad.out.dtype = DType::bf16;
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16");
-  PagedKvCache split(ctx(), KvCacheConfig{.num_blocks = 8, .block_size = 16, .num_kv_heads = H, .head_size = D,
-                                          .dtype = DType::f16, .layout = KvLayout::split});
+  PagedKvCache other(ctx(), cfg);
   bad = a;
-  bad.paged_kv->cache = &split;
-  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "layout split is not supported", "nhd or hnd");
-  PagedKvCache moved = std::move(split);
+  bad.paged_kv->cache = &other;
+  PagedKvCache moved = std::move(other);
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.cache was moved from");
 
   // Entry 2 of the row (keys 32-47) outside the cache's 8 blocks.

@@ -305,13 +305,15 @@ uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d
 }
 #else
 // The scalar kernel's lookups: the K/V views' (element indices; the entry is
-// unused), or with BS_PAGED_KV the paged cache's (byte addresses): batch b's
-// key k is token k of its block-table row's blocks (the host keeps the row
-// long enough for Lkv), the cache in q's dtype, NHD or HND, so that a key's
-// eight dims from a multiple of 8 are one 16-byte word.
+// unused), or with BS_PAGED_KV the paged cache's (byte addresses of a key's
+// slot): batch b's key k is token k of its block-table row's blocks (the
+// host keeps the row long enough for Lkv), the cache in q's dtype. A key's
+// eight dims from a multiple of 8 are one 16-byte word in every layout but
+// the split layout's V, whose dims lie a block's tokens apart.
 #include "kv_addressing.glsl"
 layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsBlockTable { int bs_block_table[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BsCache8 { uvec4 w; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer BsCache1 { uint16_t v; };
 int pa_raw_block(uint seq, int k) {
   if (BS_PAGED_KV == 0u) return 0;
   return bs_block_table[bs_view_offset(BS_BINDING_K - 1u) + seq * pc.BS_PUSH_BLOCK_TABLE_STRIDE + uint(k) / PA_BLOCK_SIZE];
@@ -332,7 +334,15 @@ uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) {
          uint64_t(block - chunk * pc.BS_PUSH_BLOCKS_PER_CHUNK) * block_bytes + uint64_t(slot) * 2ul;
 }
 uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
-  if (BS_PAGED_KV != 0u) return BsCache8(at + uint64_t(d) * 2ul).w;
+  if (BS_PAGED_KV != 0u) {
+    if (PA_LAYOUT == KV_LAYOUT_SPLIT && is_value) {
+      uvec4 w = uvec4(0);
+      [[unroll]] for (uint i = 0; i < 8u; ++i)
+        w[i / 2u] |= uint(BsCache1(at + uint64_t((d + i) * PA_BLOCK_SIZE) * 2ul).v) << (16u * (i % 2u));
+      return w;
+    }
+    return BsCache8(at + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, 8u)) * 2ul).w;
+  }
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
 }
 #endif

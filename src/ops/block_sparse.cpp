@@ -117,8 +117,7 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
   if (v.mods.score & ~kScoreBits)
     fail("mods.score = " + num(v.mods.score) + " has unknown bits: expected BlockSparseScore bits (<= 15)");
   if (v.paged_kv_block_size) {
-    if (v.paged_kv_layout != KvLayout::nhd && v.paged_kv_layout != KvLayout::hnd)
-      fail("paged_kv: the cache's layout " + std::string(layout_name(v.paged_kv_layout)) + " is not supported: expected nhd or hnd");
+    layout_name(v.paged_kv_layout);   // (throws for a value that is no layout)
     if (v.v_head_size && v.v_head_size != v.head_size)
       fail("paged_kv: V's head size is the cache's, the same as q.k's (v_head_size " + num(v.v_head_size) + ", head size " + num(v.head_size) + ")");
   }

@@ -43,7 +43,7 @@ struct BlockSparseCase {
   // K/V from a paged cache of this layout (BlockSparseArgs::paged_kv), "" for
   // the k and v views: blocks of 16 tokens, each batch's in shuffled order,
   // block-table rows one column longer than they need (a row stride apart).
-  std::string paged_kv;   // "", "nhd" or "hnd"
+  std::string paged_kv;   // "", "nhd", "hnd" or "split"
   // A registered variant's mods (custom_mods), its C++ twins for the
   // reference (custom_mask ANDed with the built-in mask, custom_score after the
   // built-in score mods) and its buffers' 32-bit words, bound by name.
