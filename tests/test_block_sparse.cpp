@@ -359,6 +359,17 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   PagedKvCache moved = std::move(other);
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.cache was moved from");
 
+  // An output in the cache's own memory (a cache over the application's buffer).
+  Buffer mem(ctx(), 1 << 16);
+  const uint64_t block = uint64_t(16) * H * D * 2;
+  const KvCacheChunk chunk{.k_buffer = mem, .v_buffer = mem, .k_offset = 0, .v_offset = 8 * block, .num_blocks = 8};
+  PagedKvCache over_mem(ctx(), cfg, std::span<const KvCacheChunk>(&chunk, 1));
+  bad = a;
+  bad.paged_kv->cache = &over_mem;
+  bad.out = TensorView::contiguous(mem, DType::f16, {B, H, L, D}, 9 * block);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "block_sparse_attention: out", "overlaps the cache's V chunk 0",
+                      "must not share memory with the cache it reads");
+
   // Entry 2 of the row (keys 32-47) outside the cache's 8 blocks.
   const int32_t outside[] = {3, 1, 8, 0};
   table.upload(outside, sizeof outside);

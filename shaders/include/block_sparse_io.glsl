@@ -325,13 +325,12 @@ uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) {
     vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.seq, uint(k) / PA_BLOCK_SIZE, uint(entry));
     block = 0u;
   }
-  const uint chunk = block / pc.BS_PUSH_BLOCKS_PER_CHUNK;
   const uint64_t table = uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32);
   const uint64_t block_bytes = uint64_t(PA_BLOCK_SIZE * PA_NUM_KV_HEADS * PA_HEAD_SIZE) * 2ul;
   const uint slot = vka_kv_slot_in_block(PA_LAYOUT, is_value, uint(k) % PA_BLOCK_SIZE, it.kv_head, PA_BLOCK_SIZE,
                                          PA_NUM_KV_HEADS, PA_HEAD_SIZE, 8u);
-  return VkaChunkTable(table).address[(is_value ? pc.BS_PUSH_NUM_K_CHUNKS : 0u) + chunk] +
-         uint64_t(block - chunk * pc.BS_PUSH_BLOCKS_PER_CHUNK) * block_bytes + uint64_t(slot) * 2ul;
+  return vka_kv_block_address(table, pc.BS_PUSH_NUM_K_CHUNKS, pc.BS_PUSH_BLOCKS_PER_CHUNK, pc.chunk_magic, block_bytes,
+                              is_value, block) + uint64_t(slot) * 2ul;
 }
 uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
   if (BS_PAGED_KV != 0u) {

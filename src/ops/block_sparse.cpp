@@ -12,6 +12,7 @@
 #include <string>
 
 #include "abi/block_sparse.h"
+#include "abi/kv_chunk_division.h"
 #include "../block_sparse_variants.hpp"
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
@@ -489,6 +490,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
                               {mv.rel_bias ? &*mv.rel_bias : nullptr, "values.rel_bias"},
                               {mv.bias ? &*mv.bias : nullptr, "values.bias"}};
   check_apart(kOp, outputs, inputs);
+  if (paged) check_apart_from_cache(kOp, outputs, *paged->cache, "an output must not share memory with the cache it reads");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
 
   Bindings bindings(impl, kOp);
@@ -540,6 +542,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
     push.BS_PUSH_CHUNK_TABLE_HI = static_cast<uint32_t>(table >> 32);
     push.BS_PUSH_NUM_K_CHUNKS = paged->cache->num_chunks();
     push.BS_PUSH_BLOCKS_PER_CHUNK = paged->cache->blocks_per_chunk();
+    push.chunk_magic = abi::vka_kv_chunk_magic(paged->cache->blocks_per_chunk());
     push.BS_PUSH_NUM_BLOCKS = cache->num_blocks;
     push.BS_PUSH_BLOCK_TABLE_STRIDE = static_cast<uint32_t>(paged->block_table.stride(0));
   } else {

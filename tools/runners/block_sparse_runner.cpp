@@ -273,7 +273,8 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
 // device with a constant pattern (timing does not depend on the values).
 struct DeviceCase {
   Buffer qb, kb, vb, meta, ob, lb, mb;
-  std::unique_ptr<PagedKvCache> cache;   // the case's K/V with paged_kv
+  std::unique_ptr<PagedKvCache> cache;   // the case's K/V with paged_kv, in the chunks below
+  std::vector<Buffer> cache_memory;
   std::vector<Buffer> custom;   // a variant's buffers, one each (they start on a binding)
   BlockSparseArgs a;
   uint64_t out_bytes = 0, stat_bytes = 0, row = 0;
@@ -314,7 +315,20 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     columns = static_cast<uint32_t>((Lkv + bs - 1) / bs);
     KvCacheConfig cfg{.num_blocks = std::max<uint32_t>(B * columns + 3, 1), .block_size = bs, .num_kv_heads = Hkv,
                       .head_size = D, .dtype = c.dtype, .layout = parse_layout(c.paged_kv)};
-    dc.cache = std::make_unique<PagedKvCache>(ctx, cfg);
+    // Chunks of a third of the blocks (the last one shorter), each in a
+    // buffer of its own, so that blocks are found through the chunk table
+    // and its division, as in a cache larger than one allocation.
+    const uint64_t block_bytes = uint64_t(bs) * Hkv * D * esz;
+    const uint32_t per_chunk = (cfg.num_blocks + 2) / 3;
+    std::vector<KvCacheChunk> chunks;
+    dc.cache_memory.reserve(3);
+    for (uint32_t first = 0; first < cfg.num_blocks; first += per_chunk) {
+      const uint32_t n = std::min(per_chunk, cfg.num_blocks - first);
+      dc.cache_memory.emplace_back(ctx, std::max<uint64_t>(2 * n * block_bytes, 16));
+      chunks.push_back({.k_buffer = dc.cache_memory.back(), .v_buffer = dc.cache_memory.back(), .k_offset = 0,
+                        .v_offset = n * block_bytes, .num_blocks = n});
+    }
+    dc.cache = std::make_unique<PagedKvCache>(ctx, cfg, chunks);
     std::vector<int32_t> order(cfg.num_blocks);
     for (uint32_t i = 0; i < cfg.num_blocks; ++i) order[i] = int32_t(i);
     ref::Rng rng(c.seed * 7 + 3);

@@ -104,11 +104,13 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(uint32_t, view_offsets0)          \
   X(uint32_t, view_offsets1)          \
   X(uint32_t, view_offsets2)          \
-  X(uint32_t, view_offsets3)
+  X(uint32_t, view_offsets3)         \
+  X(uint32_t, chunk_magic)    /* BS_PAGED_KV: vka_kv_chunk_magic(blocks per chunk) (abi/kv_chunk_division.h) */
 
-// With BS_PAGED_KV, K's and V's stride words carry the paged cache instead:
-// its chunk table's device address (kv_addressing.glsl), K chunks, blocks per
-// chunk and blocks, and the block table's row stride (batch b's keys are the
+// With BS_PAGED_KV, K's and V's stride words carry the paged cache instead
+// (with chunk_magic, the last word the push constants have): its chunk
+// table's device address (kv_addressing.glsl), K chunks, blocks per chunk
+// and blocks, and the block table's row stride (batch b's keys are the
 // first Lkv tokens of row b's blocks).
 #define BS_PUSH_CHUNK_TABLE_LO k_batch_stride
 #define BS_PUSH_CHUNK_TABLE_HI k_head_stride
