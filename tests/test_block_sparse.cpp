@@ -5,7 +5,8 @@
 // checks every element, the padding between rows and guard bytes past them.
 // Covered: every built-in mask and score mod, all/any combinations,
 // partial-only and full-only masks, random per-head masks, rows with no
-// counted key, Lq != Lkv, GQA 1, 4 and 5, K/V broadcast (Bkv = 1), lengths
+// counted key, Lq != Lkv, GQA 1, 4 and 5, K/V broadcast (Bkv = 1), K/V from
+// the paged cache (every layout, per-sequence masks), lengths
 // that are not multiples of the blocks, strided views, bf16, f32 output,
 // LSE and row max, head sizes 16 to 256, Dqk != Dv; a custom variant against
 // its C++ twin; the device mask builder against the host's (every case whose
@@ -134,6 +135,28 @@ std::vector<Combo> combos() {
     w.score = "alibi";
     w.kv_batch = 1;
     add("dqk32_dv80_document_alibi_kv_broadcast", w);
+  }
+  {
+    // K/V from the paged cache (BlockSparsePagedKv): blocks in shuffled
+    // order, the table's rows a stride apart; the scalar kernel on every path.
+    auto c = make("causal,document:3", 4, 2, 64, 100, 150, 41);
+    c.paged_kv = "nhd";
+    c.score = "alibi";
+    c.lse = true;
+    c.q_block = c.kv_block = 32;
+    add("paged_kv_nhd_document_alibi_gqa2", c);
+    auto h = make("causal,window:40", 5, 1, 32, 70, 161, 42);   // Lkv not a multiple of the cache's blocks
+    h.paged_kv = "hnd";
+    h.dtype = DType::bf16;
+    h.out_dtype = DType::f32;
+    h.lse = h.row_max = true;
+    h.mask_batch = 2;
+    h.q_block = h.kv_block = 32;
+    add("paged_kv_hnd_bf16_window_gqa5_per_sequence_masks", h);
+    auto x = make("prefix:40", 2, 2, 48, 64, 100, 43);   // vLLM's layout: K split by 16 bytes, V transposed
+    x.paged_kv = "split";
+    x.q_block = x.kv_block = 16;
+    add("paged_kv_split_prefix_lm_d48", x);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -319,6 +342,70 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   const size_t prepared = ctx().pipelines_created();
   block_sparse_attention(ctx(), a_);
   EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
+// K/V from the paged cache: what the host refuses, the pipeline prepare
+// makes, and a block-table entry outside the cache, which the device reports.
+TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
+  KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = H, .head_size = D, .dtype = DType::f16};
+  PagedKvCache cache(ctx(), cfg);
+  cache.fill(0x2E662E66u);
+  Buffer table(ctx(), 64);
+  const int32_t entries[] = {3, 1, 6, 0, 7};
+  table.upload(entries, sizeof entries);
+  BlockSparseArgs a = a_;
+  a.paged_kv = BlockSparsePagedKv{&cache, TensorView::contiguous(table, DType::i32, {B, 4}), L};
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "are given with paged_kv", "expected them empty");
+  a.k = a.v = TensorView{};
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = v.kv_block_size = 64;
+  v.mods.all = kMaskCausal;
+  v.paged_kv_block_size = 16;
+  EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  const size_t prepared = ctx().pipelines_created();
+  block_sparse_attention(ctx(), a);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+
+  auto bad = a;
+  bad.paged_kv->block_table = TensorView::contiguous(table, DType::i32, {B, 3});
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.block_table has 3 columns", "ceil(kv_len / block_size)");
+  bad = a;
+  bad.paged_kv->block_table = TensorView::contiguous(table, DType::f32, {B, 4});
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.block_table");
+  bad = a;
+  bad.paged_kv->cache = nullptr;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.cache is null");
+  bad = a;
+  bad.q = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16});
+  bad.out = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16}, 3 * B * H * L * D * 2);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "q's head size is 16 and the paged cache's 32");
+  bad = a;
+  bad.q.dtype = bad.out.dtype = DType::bf16;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16");
+  PagedKvCache other(ctx(), cfg);
+  bad = a;
+  bad.paged_kv->cache = &other;
+  PagedKvCache moved = std::move(other);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.cache was moved from");
+
+  // An output in the cache's own memory (a cache over the application's buffer).
+  Buffer mem(ctx(), 1 << 16);
+  const uint64_t block = uint64_t(16) * H * D * 2;
+  const KvCacheChunk chunk{.k_buffer = mem, .v_buffer = mem, .k_offset = 0, .v_offset = 8 * block, .num_blocks = 8};
+  PagedKvCache over_mem(ctx(), cfg, std::span<const KvCacheChunk>(&chunk, 1));
+  bad = a;
+  bad.paged_kv->cache = &over_mem;
+  bad.out = TensorView::contiguous(mem, DType::f16, {B, H, L, D}, 9 * block);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "block_sparse_attention: out", "overlaps the cache's V chunk 0",
+                      "must not share memory with the cache it reads");
+
+  // Entry 2 of the row (keys 32-47) outside the cache's 8 blocks.
+  const int32_t outside[] = {3, 1, 8, 0};
+  table.upload(outside, sizeof outside);
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "block_table[0, 2] = 8", "not a block of the cache");
 }
 
 // The kv block size is compiled into the kernel (BS_KV_BLOCK): a variant

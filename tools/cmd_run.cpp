@@ -126,10 +126,13 @@ int cmd_run(const std::vector<std::string>& args) {
     auto& dtype = f.add_choice("dtype", "f16", {"f16", "bf16"}, "q, K and V dtype");
     auto& out_dtype = f.add_choice("out-dtype", "f16", {"f16", "bf16", "f32"}, "output dtype");
     auto& lse = f.add_bool("lse", false, "also write and check the LSE and the row max");
+    auto& paged_kv = f.add_choice("paged-kv", "none", {"none", "nhd", "hnd", "split"},
+                                  "K/V from a paged cache of this layout (blocks of 16 tokens in shuffled order) rather than views");
     auto& seed = f.add_int("seed", 1, "random seed", 0);
     auto& reps = f.add_int("repeat", 20, "timed repetitions (0: none)", 0, 100000);
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
+    c.paged_kv = paged_kv == "none" ? "" : paged_kv;
     c.batch = uint32_t(batch);
     c.kv_batch = uint32_t(kv_batch);
     c.q_heads = uint32_t(q_heads);

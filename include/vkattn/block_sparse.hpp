@@ -26,12 +26,13 @@
 // the scalar kernel elsewhere
 // and for V head sizes that differ from q.k's (Dqk != Dv, e.g. 192 and 128).
 //
-// Lifetimes and threads: nothing here owns device objects; the views are
-// read when the recorded work runs. Calls on one Context may come from
+// Lifetimes and threads: nothing here owns device objects; the views (and a
+// paged cache) are read when the recorded work runs. Calls on one Context may come from
 // several threads (pipelines are created under the Context's lock); the
 // recorded form owes the barriers ops.hpp states.
 #pragma once
 #include <vkattn/context.hpp>
+#include <vkattn/kv_cache.hpp>
 #include <vkattn/tensor.hpp>
 
 #include <cstdint>
@@ -91,10 +92,24 @@ struct BlockSparseModValues {
   std::optional<TensorView> bias;           // kScoreBias: [Hq, Lq, Lkv] f32
 };
 
+// K and V from the paged KV cache rather than from k and v: batch b's keys
+// are the first kv_len tokens of block-table row b's blocks, as the paged
+// ops read a sequence (FlexAttention over a paged sequence; a mask with Sz =
+// B gives each sequence its own). The cache holds q's dtype, in any layout;
+// Hkv and the head size are its. Runs on the scalar kernel on
+// every path (the prefill kernel does not read the cache for this op yet).
+// A block-table entry outside the cache is reported through the Context's
+// status (block 0 is read instead).
+struct BlockSparsePagedKv {
+  const PagedKvCache* cache = nullptr;   // read when the recorded work runs
+  TensorView block_table;                // [B, columns] i32, last dim contiguous, columns >= ceil(kv_len / block_size)
+  int64_t kv_len = 0;                    // Lkv
+};
+
 struct BlockSparseArgs {
   TensorView q;     // [B, Hq, Lq, Dqk] f16 or bf16, last dim contiguous, any other strides
-  TensorView k;     // [Bkv, Hkv, Lkv, Dqk], q's dtype; Bkv = B or 1 (broadcast)
-  TensorView v;     // [Bkv, Hkv, Lkv, Dv], q's dtype
+  TensorView k;     // [Bkv, Hkv, Lkv, Dqk], q's dtype; Bkv = B or 1 (broadcast); empty with paged_kv
+  TensorView v;     // [Bkv, Hkv, Lkv, Dv], q's dtype; empty with paged_kv
   TensorView out;   // [B, Hq, Lq, Dv] f16, bf16 or f32
   std::optional<TensorView> lse;       // [B, Hq, Lq] f32, contiguous
   std::optional<TensorView> row_max;   // [B, Hq, Lq] f32, contiguous
@@ -113,6 +128,7 @@ struct BlockSparseArgs {
   // storage-buffer offset alignment.
   std::string custom_mods;
   std::vector<std::pair<std::string, TensorView>> custom_buffers;
+  std::optional<BlockSparsePagedKv> paged_kv;   // K/V from the paged cache (k and v left empty)
 };
 
 // What a layer's pipeline depends on, for prepare.
@@ -127,12 +143,16 @@ struct BlockSparseVariant {
   BlockSparseMods mods;
   bool lse = false, row_max = false;
   std::string custom_mods;   // as BlockSparseArgs::custom_mods
+  // K/V from the paged cache (BlockSparseArgs::paged_kv): its block size and
+  // layout (part of the pipeline); 0: from the k and v views.
+  uint32_t paged_kv_block_size = 0;
+  KvLayout paged_kv_layout = KvLayout::nhd;
 };
 
 // The path a variant runs on (the context's, or scalar where the prefill
 // kernel cannot take it: Dqk != Dv, head sizes 144, 176, 208 and 240,
-// subgroups not of 32, no bf16 matrices for bf16, or block sizes no tile of
-// it divides).
+// subgroups not of 32, no bf16 matrices for bf16, block sizes no tile of
+// it divides, or K/V from the paged cache).
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& variant);
 
 // Creates the pipelines these variants need (before the first step).

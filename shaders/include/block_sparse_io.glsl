@@ -68,7 +68,7 @@ struct PaItem {
   uint row_start, row_count;  // query rows [row_start, row_start + row_count)
   uint list;                  // the mask row's first index-list entry
   int partial, full;          // its partial and full blocks
-  uint seq;                   // unused (the paged op's sequence)
+  uint seq;                   // the scalar kernel's block-table row with BS_PAGED_KV (the batch); else unused
   bool valid;
 };
 
@@ -106,7 +106,11 @@ PaItem pa_load_item(uint wg) {
   it.b = bh / PA_NUM_Q_HEADS;
   it.h = bh % PA_NUM_Q_HEADS;
   it.kv_head = it.h / PA_GQA;
+#if PA_PREFILL_KERNEL
   it.seq = 0u;
+#else
+  it.seq = it.b;   // (BS_PAGED_KV: its block-table row)
+#endif
   it.row_start = tile * PA_BM;
   it.valid = it.row_start < pc.q_len;
   it.row_count = it.valid ? min(PA_BM, pc.q_len - it.row_start) : 0u;
@@ -292,12 +296,55 @@ uint bs_key_row(PaItem it, bool is_value, int k) {
 
 VKA_DEFINE_KV_RAW8(bs_raw8, k_vec, k16, v_vec, v16)
 
-// The scalar kernel's lookups (no block table: the entry is unused).
+#if PA_PREFILL_KERNEL
+// The lookups of the K/V views (no block table: the entry is unused).
 int pa_raw_block(uint seq, int k) { return 0; }
 uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) { return uint64_t(bs_key_row(it, is_value, k)); }
 uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
 }
+#else
+// The scalar kernel's lookups: the K/V views' (element indices; the entry is
+// unused), or with BS_PAGED_KV the paged cache's (byte addresses of a key's
+// slot): batch b's key k is token k of its block-table row's blocks (the
+// host keeps the row long enough for Lkv), the cache in q's dtype. A key's
+// eight dims from a multiple of 8 are one 16-byte word in every layout but
+// the split layout's V, whose dims lie a block's tokens apart.
+#include "kv_addressing.glsl"
+layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsBlockTable { int bs_block_table[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BsCache8 { uvec4 w; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer BsCache1 { uint16_t v; };
+int pa_raw_block(uint seq, int k) {
+  if (BS_PAGED_KV == 0u) return 0;
+  return bs_block_table[bs_view_offset(BS_BINDING_K - 1u) + seq * pc.BS_PUSH_BLOCK_TABLE_STRIDE + uint(k) / PA_BLOCK_SIZE];
+}
+uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) {
+  if (BS_PAGED_KV == 0u) return uint64_t(bs_key_row(it, is_value, k));
+  uint block = uint(entry);
+  if (entry < 0 || block >= pc.BS_PUSH_NUM_BLOCKS) {   // reported; block 0 is read instead
+    vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.seq, uint(k) / PA_BLOCK_SIZE, uint(entry));
+    block = 0u;
+  }
+  const uint64_t table = uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32);
+  const uint64_t block_bytes = uint64_t(PA_BLOCK_SIZE * PA_NUM_KV_HEADS * PA_HEAD_SIZE) * 2ul;
+  const uint slot = vka_kv_slot_in_block(PA_LAYOUT, is_value, uint(k) % PA_BLOCK_SIZE, it.kv_head, PA_BLOCK_SIZE,
+                                         PA_NUM_KV_HEADS, PA_HEAD_SIZE, 8u);
+  return vka_kv_block_address(table, pc.BS_PUSH_NUM_K_CHUNKS, pc.BS_PUSH_BLOCKS_PER_CHUNK, pc.chunk_magic, block_bytes,
+                              is_value, block) + uint64_t(slot) * 2ul;
+}
+uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
+  if (BS_PAGED_KV != 0u) {
+    if (PA_LAYOUT == KV_LAYOUT_SPLIT && is_value) {
+      uvec4 w = uvec4(0);
+      [[unroll]] for (uint i = 0; i < 8u; ++i)
+        w[i / 2u] |= uint(BsCache1(at + uint64_t((d + i) * PA_BLOCK_SIZE) * 2ul).v) << (16u * (i % 2u));
+      return w;
+    }
+    return BsCache8(at + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, 8u)) * 2ul).w;
+  }
+  return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
+}
+#endif
 
 // The prefill kernel's (kv_source.glsl's interface; 0 = no key, else the row + 1).
 int kv_source_entry(PaItem it, int k) { return 0; }

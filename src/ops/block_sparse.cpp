@@ -12,6 +12,7 @@
 #include <string>
 
 #include "abi/block_sparse.h"
+#include "abi/kv_chunk_division.h"
 #include "../block_sparse_variants.hpp"
 #include "../context_impl.hpp"
 #include "../dispatch.hpp"
@@ -64,8 +65,8 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   l.path = ctx.path_for(custom ? custom->attention : "block_sparse");
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
   const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
-  // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
-  if (caps.subgroup_size != 32 || dv != v.head_size) l.path = Path::scalar;
+  // The prefill kernel takes one head size for q.k and V, and K/V views; the scalar kernel either.
+  if (caps.subgroup_size != 32 || dv != v.head_size || v.paged_kv_block_size) l.path = Path::scalar;
   l.path = prefill_kernel_path(l.path, caps.coopmat_register_order);
   ScheduleDevice dev;
   dev.path = l.path;
@@ -116,6 +117,11 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
     fail("mods.all / mods.any = " + num(v.mods.all) + " / " + num(v.mods.any) + " has unknown bits: expected BlockSparseMask bits (<= 15)");
   if (v.mods.score & ~kScoreBits)
     fail("mods.score = " + num(v.mods.score) + " has unknown bits: expected BlockSparseScore bits (<= 15)");
+  if (v.paged_kv_block_size) {
+    layout_name(v.paged_kv_layout);   // (throws for a value that is no layout)
+    if (v.v_head_size && v.v_head_size != v.head_size)
+      fail("paged_kv: V's head size is the cache's, the same as q.k's (v_head_size " + num(v.v_head_size) + ", head size " + num(v.head_size) + ")");
+  }
 } catch (const Error& e) {
   if (op == kOp) throw;
   throw Error(std::string(op) + ": " + std::string(e.what()).substr(kOp.size() + 2));
@@ -141,6 +147,11 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
   s.BS_SCORE_MODS = v.mods.score;
   s.BS_WRITE_ROW_MAX = v.row_max;
   s.BS_V_HEAD_SIZE = v.v_head_size && v.v_head_size != v.head_size ? v.v_head_size : 0;
+  if (v.paged_kv_block_size) {
+    s.BS_PAGED_KV = 1;
+    s.PA_BLOCK_SIZE = v.paged_kv_block_size;
+    s.PA_LAYOUT = static_cast<uint32_t>(v.paged_kv_layout);
+  }
   return s;
 }
 
@@ -363,6 +374,17 @@ void set_mask_push(abi::BlockSparsePush& push, const MaskShape& ms, const BlockM
   push.view_offsets3 = b.offsets[3];
 }
 
+// The paged cache of args.paged_kv: this Context's and live, and k and v
+// left empty (K/V come from it).
+const KvCacheConfig& paged_cache(const ContextImpl& impl, const BlockSparsePagedKv& p, const BlockSparseArgs& a) {
+  if (!p.cache) fail("paged_kv.cache is null: expected the cache to read K and V from");
+  if (p.cache->context_id() != impl.id)
+    fail(p.cache->context_id() ? "paged_kv.cache belongs to another Context" : "paged_kv.cache was moved from: use the cache it was moved to");
+  if (!a.k.shape.empty() || !a.v.shape.empty())
+    fail("k " + a.k.shape_string() + " and v " + a.v.shape_string() + " are given with paged_kv: expected them empty (K and V come from the cache)");
+  return p.cache->config();
+}
+
 }  // namespace
 
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& v) {
@@ -386,15 +408,22 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   impl.check_usable(kOp);
   // Shapes.
   if (a.q.shape.size() != 4) fail("q has " + num(int64_t(a.q.shape.size())) + " dimensions, expected 4: [B, Hq, Lq, head_size]");
-  if (a.k.shape.size() != 4) fail("k has " + num(int64_t(a.k.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, head_size]");
+  const BlockSparsePagedKv* paged = a.paged_kv ? &*a.paged_kv : nullptr;
+  const KvCacheConfig* cache = paged ? &paged_cache(impl, *paged, a) : nullptr;
+  if (!paged && a.k.shape.size() != 4)
+    fail("k has " + num(int64_t(a.k.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, head_size]");
   const int64_t B = a.q.shape[0], Hq = a.q.shape[1], Lq = a.q.shape[2], D = a.q.shape[3];
-  const int64_t Bkv = a.k.shape[0], Hkv = a.k.shape[1], Lkv = a.k.shape[2];
+  const int64_t Bkv = paged ? B : a.k.shape[0], Hkv = paged ? cache->num_kv_heads : a.k.shape[1];
+  const int64_t Lkv = paged ? paged->kv_len : a.k.shape[2];
   if (B < 1 || Hq < 1) fail("q " + a.q.shape_string() + " has no batch or heads: expected B >= 1 and Hq >= 1");
   if (Bkv != B && Bkv != 1) fail("k's batch is " + num(Bkv) + ", expected q's (" + num(B) + ") or 1 (broadcast)");
   if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected a multiple (GQA)");
-  if (Lq > INT32_MAX - 65536 || Lkv > INT32_MAX - 65536) fail("Lq and Lkv must be below 2^31 - 2^16");
-  if (a.v.shape.size() != 4) fail("v has " + num(int64_t(a.v.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, v_head_size]");
-  const int64_t Dv = a.v.shape[3];
+  if (Lq > INT32_MAX - 65536 || Lkv < 0 || Lkv > INT32_MAX - 65536) fail("Lq and Lkv must be below 2^31 - 2^16 (Lkv " + num(Lkv) + ")");
+  if (!paged && a.v.shape.size() != 4)
+    fail("v has " + num(int64_t(a.v.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, v_head_size]");
+  const int64_t Dv = paged ? cache->head_size : a.v.shape[3];
+  if (paged && D != Dv)
+    fail("q's head size is " + num(D) + " and the paged cache's " + num(Dv) + ": expected the same (q " + a.q.shape_string() + ")");
   // From the shapes as given, before they narrow into the variant.
   if (Hq > 65535 || Hkv > 65535) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected at most 65535 each");
   for (auto [what, size] : {std::pair{"head size", D}, std::pair{"V's head size", Dv}})
@@ -413,14 +442,30 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   var.mods = a.mods;
   var.lse = a.lse.has_value();
   var.row_max = a.row_max.has_value();
+  if (cache) {
+    var.paged_kv_block_size = cache->block_size;
+    var.paged_kv_layout = cache->layout;
+  }
   check_variant(var);
   const RegisteredVariant* custom = custom_variant(a.custom_mods, "block_sparse_attention");
   check_view(kOp, "q", a.q, {DType::f16, DType::bf16}, {B, Hq, Lq, D}, {"B", "Hq", "Lq", "head_size"});
-  check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
-  check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, Dv}, {"Bkv", "Hkv", "Lkv", "v_head_size"});
+  if (paged) {
+    const TensorView& bt = paged->block_table;
+    const int64_t columns = bt.shape.size() == 2 ? bt.shape[1] : -1, needed = (Lkv + cache->block_size - 1) / cache->block_size;
+    check_view(kOp, "paged_kv.block_table", bt, {DType::i32}, {B, columns}, {"B", "columns"});
+    check_strides(kOp, "paged_kv.block_table", bt);
+    if (columns < needed)
+      fail("paged_kv.block_table has " + num(columns) + " columns, fewer than the " + num(needed) + " blocks of kv_len = " +
+           num(Lkv) + " at block size " + num(cache->block_size) + ": expected columns >= ceil(kv_len / block_size)");
+    if (cache->dtype != a.q.dtype)
+      fail("the paged cache holds " + dtype_text(cache->dtype) + ", q is " + dtype_text(a.q.dtype) + ": expected the cache in q's dtype");
+  } else {
+    check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
+    check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, Dv}, {"Bkv", "Hkv", "Lkv", "v_head_size"});
+  }
   check_view(kOp, "out", a.out, {DType::f16, DType::bf16, DType::f32}, {B, Hq, Lq, Dv}, {"B", "Hq", "Lq", "v_head_size"});
   for (auto [name, t] : {std::pair{"q", &a.q}, std::pair{"k", &a.k}, std::pair{"v", &a.v}, std::pair{"out", &a.out}})
-    check_strides(kOp, name, *t);
+    if (!paged || (t != &a.k && t != &a.v)) check_strides(kOp, name, *t);
   check_distinct_elements(kOp, "out", a.out);
   if (a.lse) check_contiguous_f32("lse", *a.lse, {B, Hq, Lq}, {"B", "Hq", "Lq"});
   if (a.row_max) check_contiguous_f32("row_max", *a.row_max, {B, Hq, Lq}, {"B", "Hq", "Lq"});
@@ -434,7 +479,9 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (!std::isfinite(scale)) fail("scale = " + std::to_string(a.scale) + ", expected a finite value (0: 1 / sqrt(head_size))");
 
   const NamedView outputs[] = {{&a.out, "out"}, {a.lse ? &*a.lse : nullptr, "lse"}, {a.row_max ? &*a.row_max : nullptr, "row_max"}};
-  const NamedView inputs[] = {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&m.kv_num_blocks, "mask.kv_num_blocks"},
+  const TensorView* k_in = paged ? &paged->block_table : &a.k;
+  const NamedView inputs[] = {{&a.q, "q"}, {k_in, paged ? "paged_kv.block_table" : "k"}, {paged ? nullptr : &a.v, "v"},
+                              {&m.kv_num_blocks, "mask.kv_num_blocks"},
                               {&m.kv_indices, "mask.kv_indices"},
                               {m.full_kv_num_blocks ? &*m.full_kv_num_blocks : nullptr, "mask.full_kv_num_blocks"},
                               {m.full_kv_indices ? &*m.full_kv_indices : nullptr, "mask.full_kv_indices"},
@@ -443,6 +490,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
                               {mv.rel_bias ? &*mv.rel_bias : nullptr, "values.rel_bias"},
                               {mv.bias ? &*mv.bias : nullptr, "values.bias"}};
   check_apart(kOp, outputs, inputs);
+  if (paged) check_apart_from_cache(kOp, outputs, *paged->cache, "an output must not share memory with the cache it reads");
   if (!cmd) fail("the command buffer is VK_NULL_HANDLE");
 
   Bindings bindings(impl, kOp);
@@ -452,8 +500,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   bind(abi::BS_BINDING_OUT, &a.out, "out");
   bind(abi::BS_BINDING_LSE, opt(a.lse), "lse");
   bind(abi::BS_BINDING_ROW_MAX, opt(a.row_max), "row_max");
-  bind(abi::BS_BINDING_K, &a.k, "k");
-  bind(abi::BS_BINDING_V, &a.v, "v");
+  bind(abi::BS_BINDING_K, k_in, paged ? "paged_kv.block_table" : "k");
+  bind(abi::BS_BINDING_V, paged ? nullptr : &a.v, "v");
   bind(abi::BS_BINDING_KV_NUM_BLOCKS, &m.kv_num_blocks, "mask.kv_num_blocks");
   bind(abi::BS_BINDING_KV_INDICES, &m.kv_indices, "mask.kv_indices");
   bind(abi::BS_BINDING_FULL_NUM_BLOCKS, opt(m.full_kv_num_blocks), "mask.full_kv_num_blocks");
@@ -476,8 +524,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.num_workgroups = static_cast<uint32_t>(items);
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
-  const bool wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
-                    rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)});
+  const bool wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
+                               rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
   if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
   if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)}))
     push.flags |= abi::BS_FLAG_Q_WIDE;
@@ -488,12 +536,23 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));
   push.q_head_stride = static_cast<uint32_t>(a.q.stride(1));
   push.q_token_stride = static_cast<uint32_t>(a.q.stride(2));
-  push.k_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.k.stride(0));
-  push.k_head_stride = static_cast<uint32_t>(a.k.stride(1));
-  push.k_token_stride = static_cast<uint32_t>(a.k.stride(2));
-  push.v_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.v.stride(0));
-  push.v_head_stride = static_cast<uint32_t>(a.v.stride(1));
-  push.v_token_stride = static_cast<uint32_t>(a.v.stride(2));
+  if (paged) {
+    const uint64_t table = paged->cache->chunk_table_address();
+    push.BS_PUSH_CHUNK_TABLE_LO = static_cast<uint32_t>(table);
+    push.BS_PUSH_CHUNK_TABLE_HI = static_cast<uint32_t>(table >> 32);
+    push.BS_PUSH_NUM_K_CHUNKS = paged->cache->num_chunks();
+    push.BS_PUSH_BLOCKS_PER_CHUNK = paged->cache->blocks_per_chunk();
+    push.chunk_magic = abi::vka_kv_chunk_magic(paged->cache->blocks_per_chunk());
+    push.BS_PUSH_NUM_BLOCKS = cache->num_blocks;
+    push.BS_PUSH_BLOCK_TABLE_STRIDE = static_cast<uint32_t>(paged->block_table.stride(0));
+  } else {
+    push.k_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.k.stride(0));
+    push.k_head_stride = static_cast<uint32_t>(a.k.stride(1));
+    push.k_token_stride = static_cast<uint32_t>(a.k.stride(2));
+    push.v_batch_stride = Bkv == 1 ? 0 : static_cast<uint32_t>(a.v.stride(0));
+    push.v_head_stride = static_cast<uint32_t>(a.v.stride(1));
+    push.v_token_stride = static_cast<uint32_t>(a.v.stride(2));
+  }
   push.out_batch_stride = static_cast<uint32_t>(a.out.stride(0));
   push.out_head_stride = static_cast<uint32_t>(a.out.stride(1));
   push.out_token_stride = static_cast<uint32_t>(a.out.stride(2));

@@ -3,6 +3,7 @@
 #include <vkattn/block_sparse_variant.hpp>
 #include <vkattn/buffer.hpp>
 #include <vkattn/error.hpp>
+#include <vkattn/kv_cache.hpp>
 #include <vkattn_ref/block_sparse_ref.hpp>
 #include <vkattn_ref/random.hpp>
 #include <vkattn_ref/tensor_data.hpp>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "gpu_timer.hpp"
@@ -271,6 +273,8 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
 // device with a constant pattern (timing does not depend on the values).
 struct DeviceCase {
   Buffer qb, kb, vb, meta, ob, lb, mb;
+  std::unique_ptr<PagedKvCache> cache;   // the case's K/V with paged_kv, in the chunks below
+  std::vector<Buffer> cache_memory;
   std::vector<Buffer> custom;   // a variant's buffers, one each (they start on a binding)
   BlockSparseArgs a;
   uint64_t out_bytes = 0, stat_bytes = 0, row = 0;
@@ -299,8 +303,50 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     if (!bytes.empty()) buf.upload(bytes.data(), bytes.size());
   };
   make(dc.qb, B, Hq, Lq, d.q, D);
-  make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
-  make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
+  std::vector<int32_t> table;   // with paged_kv: [B, columns + 1]
+  uint32_t columns = 0;
+  if (c.paged_kv.empty()) {
+    make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
+    make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
+  } else {
+    if (Bkv != B || Dv != D || d.k.empty())
+      throw Error("paged_kv: the case needs K/V per batch (no broadcast), one head size and values to check");
+    const uint32_t bs = 16;
+    columns = static_cast<uint32_t>((Lkv + bs - 1) / bs);
+    KvCacheConfig cfg{.num_blocks = std::max<uint32_t>(B * columns + 3, 1), .block_size = bs, .num_kv_heads = Hkv,
+                      .head_size = D, .dtype = c.dtype, .layout = parse_layout(c.paged_kv)};
+    // Chunks of a third of the blocks (the last one shorter), each in a
+    // buffer of its own, so that blocks are found through the chunk table
+    // and its division, as in a cache larger than one allocation.
+    const uint64_t block_bytes = uint64_t(bs) * Hkv * D * esz;
+    const uint32_t per_chunk = (cfg.num_blocks + 2) / 3;
+    std::vector<KvCacheChunk> chunks;
+    dc.cache_memory.reserve(3);
+    for (uint32_t first = 0; first < cfg.num_blocks; first += per_chunk) {
+      const uint32_t n = std::min(per_chunk, cfg.num_blocks - first);
+      dc.cache_memory.emplace_back(ctx, std::max<uint64_t>(2 * n * block_bytes, 16));
+      chunks.push_back({.k_buffer = dc.cache_memory.back(), .v_buffer = dc.cache_memory.back(), .k_offset = 0,
+                        .v_offset = n * block_bytes, .num_blocks = n});
+    }
+    dc.cache = std::make_unique<PagedKvCache>(ctx, cfg, chunks);
+    std::vector<int32_t> order(cfg.num_blocks);
+    for (uint32_t i = 0; i < cfg.num_blocks; ++i) order[i] = int32_t(i);
+    ref::Rng rng(c.seed * 7 + 3);
+    for (uint32_t i = cfg.num_blocks; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    table.assign(size_t(B) * (columns + 1), -1);   // the extra column is never read
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t j = 0; j < columns; ++j) table[b * (columns + 1) + j] = order[b * columns + j];
+    for (const auto [part, values] : {std::pair{KvPart::key, &d.k}, std::pair{KvPart::value, &d.v}}) {
+      std::vector<double> elems(size_t(cfg.num_blocks) * bs * Hkv * D, 0.0);
+      for (uint32_t b = 0; b < B; ++b)
+        for (uint32_t h = 0; h < Hkv; ++h)
+          for (int64_t t = 0; t < Lkv; ++t)
+            for (uint32_t e = 0; e < D; ++e)
+              elems[size_t(table[b * (columns + 1) + t / bs]) * bs * Hkv * D + dc.cache->element_in_block(part, uint32_t(t % bs), h, e)] =
+                  (*values)[((size_t(b) * Hkv + h) * Lkv + t) * D + e];
+      dc.cache->write_blocks(part, 0, ref::encode_values(et, elems));
+    }
+  }
   auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len, uint32_t dims) {
     const int64_t r = dims + c.token_padding;
     TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(dims)});
@@ -318,6 +364,7 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   const VkDeviceSize fidx_at = place(mask.full_kv_indices.data(), mask.full_kv_indices.size());
   const VkDeviceSize doc_at = place(d.doc.data(), d.doc.size()), alibi_at = place(d.alibi.data(), d.alibi.size());
   const VkDeviceSize rel_at = place(d.rel_bias.data(), d.rel_bias.size()), bias_at = place(d.bias.data(), d.bias.size());
+  const VkDeviceSize table_at = place(table.data(), table.size());
   dc.meta = packed.upload(ctx);
   const Buffer& meta = dc.meta;
 
@@ -333,8 +380,17 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
 
   BlockSparseArgs& a = dc.a;
   a.q = strided(dc.qb, c.dtype, B, Hq, Lq, D);
-  a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv, D);
-  a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv, Dv);
+  if (dc.cache) {
+    BlockSparsePagedKv p;
+    p.cache = dc.cache.get();
+    p.block_table = TensorView::contiguous(meta, DType::i32, {int64_t(B), int64_t(columns)}, table_at);
+    p.block_table.strides = {int64_t(columns) + 1, 1};
+    p.kv_len = Lkv;
+    a.paged_kv = p;
+  } else {
+    a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv, D);
+    a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv, Dv);
+  }
   a.out = strided(dc.ob, c.out_dtype, B, Hq, Lq, Dv);
   if (c.lse) a.lse = TensorView::contiguous(dc.lb, DType::f32, {B, Hq, Lq});
   if (c.row_max) a.row_max = TensorView::contiguous(dc.mb, DType::f32, {B, Hq, Lq});

@@ -40,6 +40,10 @@ struct BlockSparseCase {
   bool lse = false, row_max = false;
   uint32_t token_padding = 0;                // elements between q/K/V/out token rows (strided views)
   float scale = 0;                           // 0: 1 / sqrt(head_size)
+  // K/V from a paged cache of this layout (BlockSparseArgs::paged_kv), "" for
+  // the k and v views: blocks of 16 tokens, each batch's in shuffled order,
+  // block-table rows one column longer than they need (a row stride apart).
+  std::string paged_kv;   // "", "nhd", "hnd" or "split"
   // A registered variant's mods (custom_mods), its C++ twins for the
   // reference (custom_mask ANDed with the built-in mask, custom_score after the
   // built-in score mods) and its buffers' 32-bit words, bound by name.

@@ -21,8 +21,8 @@ VKA_CONST(BS_BINDING_Q, 1)                 // [B, Hq, Lq, Dqk], q's dtype (f16 o
 VKA_CONST(BS_BINDING_OUT, 2)               // [B, Hq, Lq, Dv]
 VKA_CONST(BS_BINDING_LSE, 3)               // [B, Hq, Lq] f32, natural log
 VKA_CONST(BS_BINDING_ROW_MAX, 4)           // [B, Hq, Lq] f32
-VKA_CONST(BS_BINDING_K, 5)                 // [Bkv, Hkv, Lkv, Dqk], q's dtype
-VKA_CONST(BS_BINDING_V, 6)                 // [Bkv, Hkv, Lkv, Dv]
+VKA_CONST(BS_BINDING_K, 5)                 // [Bkv, Hkv, Lkv, Dqk], q's dtype; with BS_PAGED_KV the block table [B, columns] i32
+VKA_CONST(BS_BINDING_V, 6)                 // [Bkv, Hkv, Lkv, Dv]; with BS_PAGED_KV unused
 VKA_CONST(BS_BINDING_KV_NUM_BLOCKS, 7)     // [Sz, Sh, q_blocks] i32
 VKA_CONST(BS_BINDING_KV_INDICES, 8)        // [Sz, Sh, q_blocks, kv_blocks] i32
 VKA_CONST(BS_BINDING_FULL_NUM_BLOCKS, 9)
@@ -68,7 +68,8 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(27, BS_SCORE_MODS, 0)     \
   X(28, BS_WRITE_ROW_MAX, 0)  \
   X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
-  X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */
+  X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
+  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT), through a block table; scalar kernel only */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).
@@ -103,7 +104,20 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(uint32_t, view_offsets0)          \
   X(uint32_t, view_offsets1)          \
   X(uint32_t, view_offsets2)          \
-  X(uint32_t, view_offsets3)
+  X(uint32_t, view_offsets3)         \
+  X(uint32_t, chunk_magic)    /* BS_PAGED_KV: vka_kv_chunk_magic(blocks per chunk) (abi/kv_chunk_division.h) */
+
+// With BS_PAGED_KV, K's and V's stride words carry the paged cache instead
+// (with chunk_magic, the last word the push constants have): its chunk
+// table's device address (kv_addressing.glsl), K chunks, blocks per chunk
+// and blocks, and the block table's row stride (batch b's keys are the
+// first Lkv tokens of row b's blocks).
+#define BS_PUSH_CHUNK_TABLE_LO k_batch_stride
+#define BS_PUSH_CHUNK_TABLE_HI k_head_stride
+#define BS_PUSH_NUM_K_CHUNKS k_token_stride
+#define BS_PUSH_BLOCKS_PER_CHUNK v_batch_stride
+#define BS_PUSH_NUM_BLOCKS v_head_stride
+#define BS_PUSH_BLOCK_TABLE_STRIDE v_token_stride
 
 VKA_PUSH_STRUCT(BlockSparsePush, BLOCK_SPARSE_PUSH)
 #if defined(__cplusplus) || defined(VKA_OP_BLOCK_SPARSE)
