@@ -274,8 +274,12 @@ TEST_F(VkTest, BlockSparseModEdgesOnBlockAndTileEdges) {
   for (int32_t p : {15, 16, 17, 31, 32, 33, 65}) edges.push_back({"prefix:" + std::to_string(p), -32});   // (q from position 0)
   for (int32_t off : {-17, -16, -15, -1, 1, 14, 15, 16, 17}) edges.push_back({"causal", off});
   for (int32_t off : {-32, -31, -17, -16, -15, 0}) edges.push_back({"causal,document:3", off});   // (q positions inside the keys)
+  // Block 16 puts the edges on blocks' edges; on a GPU, block 128 (the
+  // default) puts them inside the blocks too. (Each block size compiles a
+  // prefill-kernel pipeline per mask: a third size made this the GPU
+  // suite's slowest test by far.)
   const bool gpu = !on_cpu(ctx());
-  for (uint32_t block : gpu ? std::vector<uint32_t>{16, 64, 128} : std::vector<uint32_t>{16}) {
+  for (uint32_t block : gpu ? std::vector<uint32_t>{16, 128} : std::vector<uint32_t>{16}) {
     uint64_t seed = 40;
     for (const Edge& e : edges) {
       auto c = make(e.mask, 2, 1, block == 16 ? 16 : 64, block == 16 ? 64 : 256, block == 16 ? 96 : 320, seed++);
