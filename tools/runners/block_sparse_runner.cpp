@@ -336,7 +336,7 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     table.assign(size_t(B) * (columns + 1), -1);   // the extra column is never read
     for (uint32_t b = 0; b < B; ++b)
       for (uint32_t j = 0; j < columns; ++j) table[b * (columns + 1) + j] = order[b * columns + j];
-    for (const auto [part, values] : {std::pair{KvPart::key, &d.k}, std::pair{KvPart::value, &d.v}}) {
+    for (const auto& [part, values] : {std::pair{KvPart::key, &d.k}, std::pair{KvPart::value, &d.v}}) {
       std::vector<double> elems(size_t(cfg.num_blocks) * bs * Hkv * D, 0.0);
       for (uint32_t b = 0; b < B; ++b)
         for (uint32_t h = 0; h < Hkv; ++h)
