@@ -247,6 +247,14 @@ TEST_F(VkTest, BlockSparseCustomVariantMatchesItsCppTwin) {
     auto r = tool::run_block_sparse(ctx(), c);
     EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
   }
+  {
+    // A variant's mods over the paged cache (its own scalar module, with BS_PAGED_KV).
+    auto c = stripes(make("causal", 4, 2, 64, 100, 150, 34));
+    c.paged_kv = "hnd";
+    c.q_block = c.kv_block = 32;
+    auto r = tool::run_block_sparse(ctx(), c);
+    EXPECT_TRUE(r.pass) << "paged_kv: " << r.summary << "\n" << r.failure;
+  }
   if (!on_cpu(ctx())) {
     auto c = stripes(make("causal,window:300", 8, 2, 128, 700, 700, 33));
     c.q_block = c.kv_block = 128;
