@@ -391,6 +391,9 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   bad.paged_kv->cache = nullptr;
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "paged_kv.cache is null");
   bad = a;
+  bad.paged_kv->kv_len = -5;
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "Lkv = -5: expected 0 to 2^31 - 2^16 - 1 each (Lkv: paged_kv.kv_len)");
+  bad = a;
   bad.q = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16});
   bad.out = TensorView::contiguous(qkv_, DType::f16, {B, H, L, 16}, 3 * B * H * L * D * 2);
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "q's head size is 16 and the paged cache's 32");
