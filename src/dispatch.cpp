@@ -27,6 +27,10 @@ BoundView bind_view(const ContextImpl& impl, const TensorView& view, std::string
   // fewer than 256 (minStorageBufferOffsetAlignment is at most 256 bytes).
   VkDeviceSize align = std::max<VkDeviceSize>(caps.min_storage_buffer_offset_alignment, esize);
   VkDeviceSize start = view.offset - view.offset % align;
+  // An empty view at its buffer's end (the only view that starts there) is
+  // never read; a descriptor's offset must lie inside its buffer, so it
+  // takes the placeholder.
+  if (start >= view.buffer.size) return {placeholder_binding(impl), 0};
   VkDeviceSize range = std::max<VkDeviceSize>(end - start, esize);
   range = std::min(range, view.buffer.size - start);
   if (range > caps.max_storage_buffer_range)

@@ -376,6 +376,12 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   v.mods.all = kMaskCausal;
   v.paged_kv_block_size = 16;
   EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
+  {
+    auto no_cache = v;   // a block size no cache can have
+    no_cache.paged_kv_block_size = 0x80000000u;
+    EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&no_cache, 1)),
+                        "paged_kv_block_size = 2147483648 is no cache's: expected 1 to 1024");
+  }
   prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
   const size_t prepared = ctx().pipelines_created();
   block_sparse_attention(ctx(), a);
@@ -468,6 +474,28 @@ TEST_F(BlockSparseSmall, DocumentMasksTakeTheDocumentModules) {
 // The path a variant runs on: the context's where the prefill kernel takes it
 // (head size 256 included: pairs of subgroups), scalar for Dqk != Dv (what
 // `vkattn run` reports).
+// Empty K/V (Lkv = 0) whose views start at their buffer's end: nothing is
+// read, and the bindings stay valid descriptors (an offset at the buffer's
+// size is not one; the validation layers, on in these tests, report it).
+TEST_F(BlockSparseSmall, EmptyKvViewsAtTheirBuffersEndBindValidly) {
+  const int32_t none[] = {0};   // kv_num_blocks: no block
+  meta_.upload(none, sizeof none);
+  Buffer tail(ctx(), 256);
+  auto a = a_;
+  a.k = TensorView::contiguous(tail, DType::f16, {B, H, 0, D}, 256);
+  a.v = TensorView::contiguous(tail, DType::f16, {B, H, 0, D}, 256);
+  a.mods.all = 0;
+  block_sparse_attention(ctx(), a);
+  KvCacheConfig cfg{.num_blocks = 4, .block_size = 16, .num_kv_heads = H, .head_size = D, .dtype = DType::f16};
+  PagedKvCache cache(ctx(), cfg);
+  a.k = a.v = TensorView{};
+  a.paged_kv = BlockSparsePagedKv{&cache, TensorView::contiguous(tail, DType::i32, {B, 0}, 256), 0};
+  block_sparse_attention(ctx(), a);
+  // Rows with no key: 0.
+  const auto out = qkv_.download_as<uint16_t>(B * H * L * D, 3 * B * H * L * D * 2);
+  for (uint16_t x : out) ASSERT_EQ(x, 0u);
+}
+
 TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
   BlockSparseVariant v;
   v.num_q_heads = v.num_kv_heads = H;
