@@ -56,7 +56,8 @@ void check_config(const KvCacheConfig& c) {
 }  // namespace
 
 void detail::check_cache_geometry(std::string_view prefix, const KvCacheConfig& c) {
-  if (c.block_size == 0 || c.block_size > 1024) bad_field(prefix, "block_size", std::to_string(c.block_size), "1 to 1024");
+  if (c.block_size == 0 || c.block_size > kMaxKvBlockSize)
+    bad_field(prefix, "block_size", std::to_string(c.block_size), "1 to " + std::to_string(kMaxKvBlockSize));
   if (c.num_kv_heads == 0 || c.num_kv_heads > 1024) bad_field(prefix, "num_kv_heads", std::to_string(c.num_kv_heads), "1 to 1024");
   if (c.head_size < 16 || c.head_size > 256 || c.head_size % 16)
     bad_field(prefix, "head_size", std::to_string(c.head_size), "a multiple of 16 from 16 to 256");

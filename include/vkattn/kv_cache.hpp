@@ -27,6 +27,8 @@ KvLayout parse_layout(std::string_view name);   // "nhd", "hnd", "split"
 
 enum class KvPart { key, value };
 
+inline constexpr uint32_t kMaxKvBlockSize = 1024;   // KvCacheConfig::block_size at most
+
 struct KvCacheConfig {
   uint32_t num_blocks = 0;
   uint32_t block_size = 16;     // tokens per block: any value from 1 to 1024, powers of two or not

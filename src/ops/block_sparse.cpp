@@ -118,6 +118,8 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
   if (v.mods.score & ~kScoreBits)
     fail("mods.score = " + num(v.mods.score) + " has unknown bits: expected BlockSparseScore bits (<= 15)");
   if (v.paged_kv_block_size) {
+    if (v.paged_kv_block_size > kMaxKvBlockSize)
+      fail("paged_kv_block_size = " + num(v.paged_kv_block_size) + " is no cache's: expected 1 to " + num(kMaxKvBlockSize));
     layout_name(v.paged_kv_layout);   // (throws for a value that is no layout)
     if (v.v_head_size && v.v_head_size != v.head_size)
       fail("paged_kv: V's head size is the cache's, the same as q.k's (v_head_size " + num(v.v_head_size) + ", head size " + num(v.head_size) + ")");

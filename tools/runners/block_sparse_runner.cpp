@@ -236,6 +236,11 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
   } else {
     mask = ref::build_block_mask(mask_mod ? mask_mod : ref::MaskMod([](uint32_t, uint32_t, int64_t, int64_t) { return true; }),
                                  c.mask_batch, c.mask_heads, Lq, Lkv, c.q_block, c.kv_block, c.separate_full);
+    if (mask.kv_blocks == 0) {   // Lkv = 0: the lists keep one (unused) column, as the op asks
+      mask.kv_blocks = 1;
+      mask.kv_indices.assign(mask.kv_num_blocks.size(), 0);
+      if (!mask.full_kv_num_blocks.empty()) mask.full_kv_indices.assign(mask.full_kv_num_blocks.size(), 0);
+    }
   }
 
   if (with_values) {
@@ -309,7 +314,7 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
     make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
   } else {
-    if (Bkv != B || Dv != D || d.k.empty())
+    if (Bkv != B || Dv != D || (d.k.empty() && Lkv > 0))
       throw Error("paged_kv: the case needs K/V per batch (no broadcast), one head size and values to check");
     const uint32_t bs = 16;
     columns = static_cast<uint32_t>((Lkv + bs - 1) / bs);
