@@ -496,6 +496,19 @@ TEST_F(BlockSparseSmall, EmptyKvViewsAtTheirBuffersEndBindValidly) {
   for (uint16_t x : out) ASSERT_EQ(x, 0u);
 }
 
+// No keys (Lkv = 0), from K/V views and from the paged cache: every row
+// counts no key, out 0 and LSE -inf (the runner's lists keep one unused column).
+TEST_F(VkTest, BlockSparseWithNoKeys) {
+  for (const char* paged : {"", "nhd"}) {
+    auto c = make("causal", 2, 1, 32, 16, 0, 47);
+    c.q_block = c.kv_block = 16;
+    c.lse = true;
+    c.paged_kv = paged;
+    auto r = tool::run_block_sparse(ctx(), c);
+    EXPECT_TRUE(r.pass) << (*paged ? "paged_kv: " : "views: ") << r.summary << "\n" << r.failure;
+  }
+}
+
 TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
   BlockSparseVariant v;
   v.num_q_heads = v.num_kv_heads = H;
