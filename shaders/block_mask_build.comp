@@ -9,9 +9,10 @@
 //
 // A block that the built-in mods answer for as a whole (bs_mask_range: every
 // pair counts, or none does) has no pair tested. One workgroup per mask row;
-// its invocations share each other block's pairs and vote. Takes block-sparse attention's spec constants (BS_MASK_ALL/ANY, the
-// workgroup size in PA_WORKGROUP_SIZE), push constants (lengths, block sizes,
-// the mods' values) and binding numbers, with the lists written.
+// its invocations share each other block's pairs and vote. Takes
+// block-sparse attention's spec constants (BS_MASK_ALL/ANY, the workgroup
+// size in PA_WORKGROUP_SIZE), push constants (lengths, block sizes, the
+// mods' values) and binding numbers, with the lists written.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_KHR_shader_subgroup_vote : require

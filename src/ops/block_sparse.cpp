@@ -420,7 +420,8 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (B < 1 || Hq < 1) fail("q " + a.q.shape_string() + " has no batch or heads: expected B >= 1 and Hq >= 1");
   if (Bkv != B && Bkv != 1) fail("k's batch is " + num(Bkv) + ", expected q's (" + num(B) + ") or 1 (broadcast)");
   if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and k " + num(Hkv) + ": expected a multiple (GQA)");
-  if (Lq > INT32_MAX - 65536 || Lkv < 0 || Lkv > INT32_MAX - 65536) fail("Lq = " + num(Lq) + " and Lkv = " + num(Lkv) + ": expected 0 to 2^31 - 2^16 - 1 each" + (paged ? " (Lkv: paged_kv.kv_len)" : ""));
+  if (Lq > INT32_MAX - 65536 || Lkv < 0 || Lkv > INT32_MAX - 65536)
+    fail("Lq = " + num(Lq) + " and Lkv = " + num(Lkv) + ": expected 0 to 2^31 - 2^16 - 1 each" + (paged ? " (Lkv: paged_kv.kv_len)" : ""));
   if (!paged && a.v.shape.size() != 4)
     fail("v has " + num(int64_t(a.v.shape.size())) + " dimensions, expected 4: [Bkv, Hkv, Lkv, v_head_size]");
   const int64_t Dv = paged ? cache->head_size : a.v.shape[3];
