@@ -18,6 +18,8 @@
 #include <limits>
 #include <memory>
 
+#include <vkattn_ref/block_sparse_ref.hpp>
+
 #include "context_impl.hpp"
 #include "pipelines.hpp"
 #include "runners/block_sparse_runner.hpp"
@@ -288,6 +290,58 @@ TEST_F(VkTest, BlockSparseModEdgesOnBlockAndTileEdges) {
       auto r = tool::run_block_sparse(ctx(), c);
       EXPECT_TRUE(r.pass) << e.mask << ", q_offset " << *c.q_offset << ", blocks " << block << ": " << r.summary << "\n" << r.failure;
     }
+  }
+}
+
+// The mask builder tests an open block's pairs four a step, so that their
+// reads are in flight together, each step's pairs past the block taking
+// the block's last pair again. Document ids make blocks that only that
+// loop decides (their rows hold two ids): block (q 0-63, kv 64-127) whose
+// only counting pair is its last (row 63, key 127: the fourth pair of a
+// step for any workgroup size up to 1024), and block (q 192-199, kv 0-63),
+// 8 rows that count no pair, where the 8 rows past Lq would (their ids
+// are the keys'). A step that drops a pair, or reads past its block, lists
+// them wrongly.
+TEST_F(VkTest, MaskBuilderTestsEveryPairOfABlockAndNoOther) {
+  const int64_t Lq = 200, Lkv = 256, QB = 64, KB = 64, q_blocks = 4, kv_blocks = 4;
+  std::vector<int32_t> ids(Lkv);
+  for (int64_t p = 0; p < Lkv; ++p)
+    ids[p] = p < 63 ? 1 : p == 63 ? 2 : p < 127 ? 3 : p == 127 ? 2 : p < 192 ? 6 : p < 196 ? 4 : p < 200 ? 5 : 1;
+  Buffer doc(ctx(), 4 * Lkv), lists(ctx(), 4 * (2 * q_blocks + 2 * q_blocks * kv_blocks));
+  doc.upload(std::span<const int32_t>(ids));
+  lists.fill(0xFFFFFFFFu);
+  BlockMaskBuild b;
+  b.mods.all = kMaskDocument;
+  b.values.document_ids = TensorView::contiguous(doc, DType::i32, {Lkv});
+  b.q_len = Lq;
+  b.kv_len = Lkv;
+  b.q_offset = 0;
+  b.mask.q_block_size = QB;
+  b.mask.kv_block_size = KB;
+  b.mask.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks});
+  b.mask.kv_indices = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks, kv_blocks}, 4 * q_blocks);
+  b.mask.full_kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks}, 4 * (q_blocks + q_blocks * kv_blocks));
+  b.mask.full_kv_indices = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks, kv_blocks}, 4 * (2 * q_blocks + q_blocks * kv_blocks));
+  build_block_mask(ctx(), b);
+  const auto got = lists.download_as<int32_t>(2 * q_blocks + 2 * q_blocks * kv_blocks);
+  const auto want = ref::build_block_mask([&](uint32_t, uint32_t, int64_t q, int64_t k) { return ids[q] == ids[k]; }, 1, 1, Lq, Lkv,
+                                          uint32_t(QB), uint32_t(KB));
+  // The two blocks, by hand: row 0 lists kv block 1 as partial (and 0 and
+  // 3: ids 1 and 2 meet there); row 3 lists only kv block 3, not 0.
+  ASSERT_EQ(want.kv_num_blocks[0], 3);
+  EXPECT_EQ(want.kv_indices[1], 1);
+  ASSERT_EQ(want.kv_num_blocks[3], 1);
+  EXPECT_EQ(want.kv_indices[3 * kv_blocks], 3);
+  EXPECT_EQ(want.full_kv_num_blocks[0] + want.full_kv_num_blocks[3], 0);
+  for (int64_t r = 0; r < q_blocks; ++r) {
+    const int32_t* row = &got[q_blocks + r * kv_blocks];
+    const int32_t* full = &got[2 * q_blocks + q_blocks * kv_blocks + r * kv_blocks];
+    EXPECT_EQ(got[r], want.kv_num_blocks[r]) << "partial count of row " << r;
+    EXPECT_EQ(got[q_blocks + q_blocks * kv_blocks + r], want.full_kv_num_blocks[r]) << "full count of row " << r;
+    for (int32_t j = 0; j < std::min(got[r], want.kv_num_blocks[r]); ++j)
+      EXPECT_EQ(row[j], want.kv_indices[r * kv_blocks + j]) << "row " << r << " partial entry " << j;
+    for (int32_t j = 0; j < std::min(got[q_blocks + q_blocks * kv_blocks + r], want.full_kv_num_blocks[r]); ++j)
+      EXPECT_EQ(full[j], want.full_kv_indices[r * kv_blocks + j]) << "row " << r << " full entry " << j;
   }
 }
 
