@@ -157,6 +157,28 @@ std::vector<Combo> combos() {
     x.paged_kv = "split";
     x.q_block = x.kv_block = 16;
     add("paged_kv_split_prefix_lm_d48", x);
+    // fp8 caches: values times the cache's k_scale / v_scale, which the
+    // kernel reads from behind the cache's chunk table.
+    auto e4 = make("causal,document:3", 4, 2, 64, 100, 150, 44);
+    e4.paged_kv = "nhd";
+    e4.paged_kv_dtype = DType::fp8_e4m3;
+    e4.lse = true;
+    e4.q_block = e4.kv_block = 32;
+    add("paged_kv_nhd_fp8_e4m3_document_gqa2", e4);
+    auto e5 = make("causal,window:40", 2, 2, 48, 64, 100, 45);
+    e5.paged_kv = "split";
+    e5.paged_kv_dtype = DType::fp8_e5m2;
+    e5.k_scale = 3.0f;
+    e5.v_scale = 0.125f;
+    e5.q_block = e5.kv_block = 16;
+    add("paged_kv_split_fp8_e5m2_window_d48", e5);
+    auto hb = make("causal", 5, 1, 32, 70, 161, 46);
+    hb.paged_kv = "hnd";
+    hb.paged_kv_dtype = DType::fp8_e4m3;
+    hb.dtype = DType::bf16;
+    hb.out_dtype = DType::f32;
+    hb.q_block = hb.kv_block = 32;
+    add("paged_kv_hnd_fp8_e4m3_bf16_gqa5", hb);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -388,7 +410,26 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "q's head size is 16 and the paged cache's 32");
   bad = a;
   bad.q.dtype = bad.out.dtype = DType::bf16;
-  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16");
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16", "fp8_e4m3 or fp8_e5m2");
+  // An fp8 cache is its own pipeline (prepared with its dtype); a dtype with no block size is refused.
+  KvCacheConfig fp8_cfg = cfg;
+  fp8_cfg.dtype = DType::fp8_e5m2;
+  PagedKvCache fp8_cache(ctx(), fp8_cfg);
+  fp8_cache.fill(0x3C3C3C3Cu);   // 1.0
+  auto fp8 = a;
+  fp8.paged_kv->cache = &fp8_cache;
+  BlockSparseVariant fv = v;
+  fv.paged_kv_dtype = DType::fp8_e5m2;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1));
+  const size_t prepared_fp8 = ctx().pipelines_created();
+  block_sparse_attention(ctx(), fp8);
+  EXPECT_EQ(ctx().pipelines_created(), prepared_fp8);
+  fv.paged_kv_block_size = 0;
+  EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1)),
+                      "paged_kv_dtype is set and paged_kv_block_size is 0");
+  fv.paged_kv_block_size = 16;
+  fv.paged_kv_dtype = DType::i32;
+  EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1)), "the paged cache holds i32");
   PagedKvCache other(ctx(), cfg);
   bad = a;
   bad.paged_kv->cache = &other;
