@@ -85,11 +85,18 @@ void main() {
     if (pairs > 0u && !whole.x && !whole.y) {
       if (gl_LocalInvocationIndex == 0u) some_pair = some_pair_not = 0u;
       barrier();
+      // Four pairs a step, so that their reads (document ids, a variant's
+      // buffers) are in flight together: the steps are a dependent chain. A
+      // step's pairs past the block test the last pair again, which changes
+      // neither vote.
       bool any = false, all = true;
-      for (uint i = gl_LocalInvocationIndex; i < pairs; i += PA_WORKGROUP_SIZE) {
-        const bool m = BS_MASK_READING_DOCUMENTS(z, h, q0 + int(i / cols), k0 + int(i % cols));
-        any = any || m;
-        all = all && m;
+      for (uint i = gl_LocalInvocationIndex; i < pairs; i += 4u * PA_WORKGROUP_SIZE) {
+        [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+          const uint p = min(i + u * PA_WORKGROUP_SIZE, pairs - 1u);
+          const bool m = BS_MASK_READING_DOCUMENTS(z, h, q0 + int(p / cols), k0 + int(p % cols));
+          any = any || m;
+          all = all && m;
+        }
       }
       if (subgroupAny(any) && subgroupElect()) atomicOr(some_pair, 1u);
       if (subgroupAny(!all) && subgroupElect()) atomicOr(some_pair_not, 1u);

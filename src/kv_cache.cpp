@@ -261,17 +261,21 @@ BlockAllocator& PagedKvCache::allocator() {
 // else uploaded: the K chunks' addresses, then the V chunks', then from
 // KV_CHUNK_TABLE_ZEROS_OFFSET zeros as long as one block of one head
 // (every layout keeps a key's dims within that span of its slot), which the
-// prefill kernel reads for keys outside its item.
+// prefill kernel reads for keys outside its item, then k_scale and v_scale
+// (KV_CHUNK_TABLE_SCALES_OFFSET), which block-sparse attention reads.
 void PagedKvCache::finish(Context& ctx) {
   context_id_ = impl_->id;
-  const uint64_t zeros_bytes = block_bytes_ / config_.num_kv_heads;   // one block of one head
+  const uint32_t zeros_bytes = uint32_t(block_bytes_ / config_.num_kv_heads);   // one block of one head
   static_assert(KV_CHUNK_TABLE_ZEROS_OFFSET >= 2 * kMaxChunks * sizeof(uint64_t) &&
                 KV_CHUNK_TABLE_ZEROS_OFFSET % 16 == 0);
-  std::vector<uint64_t> table((KV_CHUNK_TABLE_ZEROS_OFFSET + zeros_bytes + 7) / 8, 0);
+  const uint32_t scales = KV_CHUNK_TABLE_SCALES_OFFSET(zeros_bytes);
+  std::vector<uint64_t> table((scales + 2 * sizeof(float) + 7) / 8, 0);
   for (size_t i = 0; i < chunks_.size(); ++i) {
     table[i] = chunks_[i].k_address;
     table[chunks_.size() + i] = chunks_[i].v_address;
   }
+  const float kv_scales[2] = {config_.k_scale, config_.v_scale};
+  std::memcpy(reinterpret_cast<char*>(table.data()) + scales, kv_scales, sizeof kv_scales);
   chunk_table_ = Buffer(ctx, table.size() * sizeof(uint64_t), MemoryKind::device_local_mapped);
   chunk_table_.upload(std::span<const uint64_t>(table));
 }

@@ -18,6 +18,8 @@
 #include <limits>
 #include <memory>
 
+#include <vkattn_ref/block_sparse_ref.hpp>
+
 #include "context_impl.hpp"
 #include "pipelines.hpp"
 #include "runners/block_sparse_runner.hpp"
@@ -157,6 +159,28 @@ std::vector<Combo> combos() {
     x.paged_kv = "split";
     x.q_block = x.kv_block = 16;
     add("paged_kv_split_prefix_lm_d48", x);
+    // fp8 caches: values times the cache's k_scale / v_scale, which the
+    // kernel reads from behind the cache's chunk table.
+    auto e4 = make("causal,document:3", 4, 2, 64, 100, 150, 44);
+    e4.paged_kv = "nhd";
+    e4.paged_kv_dtype = DType::fp8_e4m3;
+    e4.lse = true;
+    e4.q_block = e4.kv_block = 32;
+    add("paged_kv_nhd_fp8_e4m3_document_gqa2", e4);
+    auto e5 = make("causal,window:40", 2, 2, 48, 64, 100, 45);
+    e5.paged_kv = "split";
+    e5.paged_kv_dtype = DType::fp8_e5m2;
+    e5.k_scale = 3.0f;
+    e5.v_scale = 0.125f;
+    e5.q_block = e5.kv_block = 16;
+    add("paged_kv_split_fp8_e5m2_window_d48", e5);
+    auto hb = make("causal", 5, 1, 32, 70, 161, 46);
+    hb.paged_kv = "hnd";
+    hb.paged_kv_dtype = DType::fp8_e4m3;
+    hb.dtype = DType::bf16;
+    hb.out_dtype = DType::f32;
+    hb.q_block = hb.kv_block = 32;
+    add("paged_kv_hnd_fp8_e4m3_bf16_gqa5", hb);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -299,6 +323,58 @@ TEST_F(VkTest, BlockSparseModEdgesOnBlockAndTileEdges) {
   }
 }
 
+// The mask builder tests an open block's pairs four a step, so that their
+// reads are in flight together, each step's pairs past the block taking
+// the block's last pair again. Document ids make blocks that only that
+// loop decides (their rows hold two ids): block (q 0-63, kv 64-127) whose
+// only counting pair is its last (row 63, key 127: the fourth pair of a
+// step for any workgroup size up to 1024), and block (q 192-199, kv 0-63),
+// 8 rows that count no pair, where the 8 rows past Lq would (their ids
+// are the keys'). A step that drops a pair, or reads past its block, lists
+// them wrongly.
+TEST_F(VkTest, MaskBuilderTestsEveryPairOfABlockAndNoOther) {
+  const int64_t Lq = 200, Lkv = 256, QB = 64, KB = 64, q_blocks = 4, kv_blocks = 4;
+  std::vector<int32_t> ids(Lkv);
+  for (int64_t p = 0; p < Lkv; ++p)
+    ids[p] = p < 63 ? 1 : p == 63 ? 2 : p < 127 ? 3 : p == 127 ? 2 : p < 192 ? 6 : p < 196 ? 4 : p < 200 ? 5 : 1;
+  Buffer doc(ctx(), 4 * Lkv), lists(ctx(), 4 * (2 * q_blocks + 2 * q_blocks * kv_blocks));
+  doc.upload(std::span<const int32_t>(ids));
+  lists.fill(0xFFFFFFFFu);
+  BlockMaskBuild b;
+  b.mods.all = kMaskDocument;
+  b.values.document_ids = TensorView::contiguous(doc, DType::i32, {Lkv});
+  b.q_len = Lq;
+  b.kv_len = Lkv;
+  b.q_offset = 0;
+  b.mask.q_block_size = QB;
+  b.mask.kv_block_size = KB;
+  b.mask.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks});
+  b.mask.kv_indices = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks, kv_blocks}, 4 * q_blocks);
+  b.mask.full_kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks}, 4 * (q_blocks + q_blocks * kv_blocks));
+  b.mask.full_kv_indices = TensorView::contiguous(lists, DType::i32, {1, 1, q_blocks, kv_blocks}, 4 * (2 * q_blocks + q_blocks * kv_blocks));
+  build_block_mask(ctx(), b);
+  const auto got = lists.download_as<int32_t>(2 * q_blocks + 2 * q_blocks * kv_blocks);
+  const auto want = ref::build_block_mask([&](uint32_t, uint32_t, int64_t q, int64_t k) { return ids[q] == ids[k]; }, 1, 1, Lq, Lkv,
+                                          uint32_t(QB), uint32_t(KB));
+  // The two blocks, by hand: row 0 lists kv block 1 as partial (and 0 and
+  // 3: ids 1 and 2 meet there); row 3 lists only kv block 3, not 0.
+  ASSERT_EQ(want.kv_num_blocks[0], 3);
+  EXPECT_EQ(want.kv_indices[1], 1);
+  ASSERT_EQ(want.kv_num_blocks[3], 1);
+  EXPECT_EQ(want.kv_indices[3 * kv_blocks], 3);
+  EXPECT_EQ(want.full_kv_num_blocks[0] + want.full_kv_num_blocks[3], 0);
+  for (int64_t r = 0; r < q_blocks; ++r) {
+    const int32_t* row = &got[q_blocks + r * kv_blocks];
+    const int32_t* full = &got[2 * q_blocks + q_blocks * kv_blocks + r * kv_blocks];
+    EXPECT_EQ(got[r], want.kv_num_blocks[r]) << "partial count of row " << r;
+    EXPECT_EQ(got[q_blocks + q_blocks * kv_blocks + r], want.full_kv_num_blocks[r]) << "full count of row " << r;
+    for (int32_t j = 0; j < std::min(got[r], want.kv_num_blocks[r]); ++j)
+      EXPECT_EQ(row[j], want.kv_indices[r * kv_blocks + j]) << "row " << r << " partial entry " << j;
+    for (int32_t j = 0; j < std::min(got[q_blocks + q_blocks * kv_blocks + r], want.full_kv_num_blocks[r]); ++j)
+      EXPECT_EQ(full[j], want.full_kv_indices[r * kv_blocks + j]) << "row " << r << " full entry " << j;
+  }
+}
+
 // The cases above must be able to fail: rows with no counted key come out 0
 // with lse -inf, and rows with keys do not.
 TEST_F(VkTest, BlockSparseEmptyRowsAreZeroWithLseMinusInf) {
@@ -405,7 +481,26 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "q's head size is 16 and the paged cache's 32");
   bad = a;
   bad.q.dtype = bad.out.dtype = DType::bf16;
-  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16");
+  EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16", "fp8_e4m3 or fp8_e5m2");
+  // An fp8 cache is its own pipeline (prepared with its dtype); a dtype with no block size is refused.
+  KvCacheConfig fp8_cfg = cfg;
+  fp8_cfg.dtype = DType::fp8_e5m2;
+  PagedKvCache fp8_cache(ctx(), fp8_cfg);
+  fp8_cache.fill(0x3C3C3C3Cu);   // 1.0
+  auto fp8 = a;
+  fp8.paged_kv->cache = &fp8_cache;
+  BlockSparseVariant fv = v;
+  fv.paged_kv_dtype = DType::fp8_e5m2;
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1));
+  const size_t prepared_fp8 = ctx().pipelines_created();
+  block_sparse_attention(ctx(), fp8);
+  EXPECT_EQ(ctx().pipelines_created(), prepared_fp8);
+  fv.paged_kv_block_size = 0;
+  EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1)),
+                      "paged_kv_dtype is set and paged_kv_block_size is 0");
+  fv.paged_kv_block_size = 16;
+  fv.paged_kv_dtype = DType::i32;
+  EXPECT_VKATTN_ERROR(prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&fv, 1)), "the paged cache holds i32");
   PagedKvCache other(ctx(), cfg);
   bad = a;
   bad.paged_kv->cache = &other;

@@ -128,11 +128,17 @@ int cmd_run(const std::vector<std::string>& args) {
     auto& lse = f.add_bool("lse", false, "also write and check the LSE and the row max");
     auto& paged_kv = f.add_choice("paged-kv", "none", {"none", "nhd", "hnd", "split"},
                                   "K/V from a paged cache of this layout (blocks of 16 tokens in shuffled order) rather than views");
+    auto& cache_dtype = f.add_choice("cache-dtype", "same", {"same", "fp8_e4m3", "fp8_e5m2"},
+                                     "with --paged-kv: the cache's dtype (same: q's; fp8: k_scale 0.5, v_scale 0.25)");
     auto& seed = f.add_int("seed", 1, "random seed", 0);
     auto& reps = f.add_int("repeat", 20, "timed repetitions (0: none)", 0, 100000);
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     c.paged_kv = paged_kv == "none" ? "" : paged_kv;
+    if (cache_dtype != "same") {
+      if (c.paged_kv.empty()) throw Error("--cache-dtype " + cache_dtype + " needs --paged-kv (the K/V views are q's dtype)");
+      c.paged_kv_dtype = parse_dtype(cache_dtype);
+    }
     c.batch = uint32_t(batch);
     c.kv_batch = uint32_t(kv_batch);
     c.q_heads = uint32_t(q_heads);

@@ -95,8 +95,9 @@ struct BlockSparseModValues {
 // K and V from the paged KV cache rather than from k and v: batch b's keys
 // are the first kv_len tokens of block-table row b's blocks, as the paged
 // ops read a sequence (FlexAttention over a paged sequence; a mask with Sz =
-// B gives each sequence its own). The cache holds q's dtype, in any layout;
-// Hkv and the head size are its. Runs on the scalar kernel on
+// B gives each sequence its own). The cache holds q's dtype, or fp8 (e4m3,
+// e5m2: its values times its k_scale / v_scale), in any layout; Hkv and the
+// head size are its. Runs on the scalar kernel on
 // every path (the prefill kernel does not read the cache for this op yet).
 // A block-table entry outside the cache is reported through the Context's
 // status (block 0 is read instead).
@@ -143,10 +144,11 @@ struct BlockSparseVariant {
   BlockSparseMods mods;
   bool lse = false, row_max = false;
   std::string custom_mods;   // as BlockSparseArgs::custom_mods
-  // K/V from the paged cache (BlockSparseArgs::paged_kv): its block size and
-  // layout (part of the pipeline); 0: from the k and v views.
+  // K/V from the paged cache (BlockSparseArgs::paged_kv): its block size,
+  // layout and dtype (part of the pipeline); 0: from the k and v views.
   uint32_t paged_kv_block_size = 0;
   KvLayout paged_kv_layout = KvLayout::nhd;
+  std::optional<DType> paged_kv_dtype;   // the cache's: q's (unset) or fp8_e4m3 / fp8_e5m2
 };
 
 // The path a variant runs on (the context's, or scalar where the prefill

@@ -26,7 +26,15 @@ const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
 // V's head size: BS_V_HEAD_SIZE, or q.k's (0). Only the scalar kernel takes
 // a different one; the host keeps the prefill kernel's equal.
 const uint PA_V_HEAD_SIZE = BS_V_HEAD_SIZE == 0u ? PA_HEAD_SIZE : BS_V_HEAD_SIZE;
+#if PA_PREFILL_KERNEL
 const bool PA_FP8_CACHE = false;   // K/V are q's dtype (PA_CACHE_DTYPE = PA_Q_DTYPE)
+#else
+// The scalar kernel over the paged cache (BS_PAGED_KV) takes an fp8 cache
+// too: the host sets PA_CACHE_DTYPE to it there alone (else q's dtype, the
+// K/V views').
+const bool PA_FP8_CACHE = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 || PA_CACHE_DTYPE == DTYPE_FP8_E5M2;
+#endif
+const uint PA_ESIZE = PA_FP8_CACHE ? 1u : 2u;   // the paged cache's bytes per element
 
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t q16[]; };
 layout(set = 0, binding = BS_BINDING_OUT, std430) writeonly buffer BsOut16 { uint16_t out16[]; };
@@ -152,7 +160,9 @@ void pa_store_chunk_bases(uint64_t unused) {}
 void pa_load_chunk_bases() {}
 float pa_score_scale(PaItem it) { return pc.scale; }
 float pa_value_scale(PaItem it) { return 1.0; }
+#if PA_PREFILL_KERNEL
 float pa_decode_scale(bool is_value) { return 1.0; }
+#endif
 
 // ---- The tile walk ------------------------------------------------------------
 const int PA_TILE_KEYS = int(PA_BN);
@@ -313,7 +323,18 @@ uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d
 #include "kv_addressing.glsl"
 layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsBlockTable { int bs_block_table[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BsCache8 { uvec4 w; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer BsCache8Fp8 { uvec2 w; };
 layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer BsCache1 { uint16_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer BsCache1Fp8 { uint8_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer BsCacheScales { float s[2]; };
+uint64_t bs_chunk_table() { return uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32); }
+// An fp8 cache's k_scale (v_scale), from behind its chunk table's zeros
+// (the push constants have no word left for them); 1 for a 16-bit one.
+float pa_decode_scale(bool is_value) {
+  if (!PA_FP8_CACHE) return 1.0;
+  const uint zeros = PA_BLOCK_SIZE * PA_HEAD_SIZE * PA_ESIZE;   // one block of one head
+  return BsCacheScales(bs_chunk_table() + uint64_t(KV_CHUNK_TABLE_SCALES_OFFSET(zeros))).s[is_value ? 1 : 0];
+}
 int pa_raw_block(uint seq, int k) {
   if (BS_PAGED_KV == 0u) return 0;
   return bs_block_table[bs_view_offset(BS_BINDING_K - 1u) + seq * pc.BS_PUSH_BLOCK_TABLE_STRIDE + uint(k) / PA_BLOCK_SIZE];
@@ -325,22 +346,26 @@ uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) {
     vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.seq, uint(k) / PA_BLOCK_SIZE, uint(entry));
     block = 0u;
   }
-  const uint64_t table = uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32);
-  const uint64_t block_bytes = uint64_t(PA_BLOCK_SIZE * PA_NUM_KV_HEADS * PA_HEAD_SIZE) * 2ul;
+  const uint64_t block_bytes = uint64_t(PA_BLOCK_SIZE * PA_NUM_KV_HEADS * PA_HEAD_SIZE) * PA_ESIZE;
   const uint slot = vka_kv_slot_in_block(PA_LAYOUT, is_value, uint(k) % PA_BLOCK_SIZE, it.kv_head, PA_BLOCK_SIZE,
-                                         PA_NUM_KV_HEADS, PA_HEAD_SIZE, 8u);
-  return vka_kv_block_address(table, pc.BS_PUSH_NUM_K_CHUNKS, pc.BS_PUSH_BLOCKS_PER_CHUNK, pc.chunk_magic, block_bytes,
-                              is_value, block) + uint64_t(slot) * 2ul;
+                                         PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
+  return vka_kv_block_address(bs_chunk_table(), pc.BS_PUSH_NUM_K_CHUNKS, pc.BS_PUSH_BLOCKS_PER_CHUNK, pc.chunk_magic,
+                              block_bytes, is_value, block) + uint64_t(slot) * PA_ESIZE;
 }
 uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
-  if (BS_PAGED_KV != 0u) {
+  if (BS_PAGED_KV != 0u) {   // an fp8 cache's eight values in the word's first 8 bytes
     if (PA_LAYOUT == KV_LAYOUT_SPLIT && is_value) {
       uvec4 w = uvec4(0);
-      [[unroll]] for (uint i = 0; i < 8u; ++i)
-        w[i / 2u] |= uint(BsCache1(at + uint64_t((d + i) * PA_BLOCK_SIZE) * 2ul).v) << (16u * (i % 2u));
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {
+        const uint64_t a = at + uint64_t((d + i) * PA_BLOCK_SIZE) * PA_ESIZE;
+        if (PA_FP8_CACHE) w[i / 4u] |= uint(BsCache1Fp8(a).v) << (8u * (i % 4u));
+        else w[i / 2u] |= uint(BsCache1(a).v) << (16u * (i % 2u));
+      }
       return w;
     }
-    return BsCache8(at + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, 8u)) * 2ul).w;
+    const uint64_t a = at + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, 16u / PA_ESIZE)) * PA_ESIZE;
+    if (PA_FP8_CACHE) return uvec4(BsCache8Fp8(a).w, 0u, 0u);
+    return BsCache8(a).w;
   }
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
 }
@@ -364,7 +389,14 @@ uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uin
 
 // Eight values of q's dtype as f32.
 void pa_decode_raw8(uvec4 w, float unused_scale, out float x[8]) { vka_decode_16bit8(w, PA_Q_DTYPE == DTYPE_BF16, x); }
-void pa_decode_key8(bool suffix, uvec4 w, float unused_scale, out float x[8]) { pa_decode_raw8(w, 1.0, x); }
+// A key's eight values: q's dtype, or an fp8 cache's times its scale (fp8_scale).
+void pa_decode_key8(bool suffix, uvec4 w, float fp8_scale, out float x[8]) {
+  if (PA_FP8_CACHE) {
+    VKA_DECODE_FP8X8(w, PA_CACHE_DTYPE == DTYPE_FP8_E4M3, fp8_scale, x)
+    return;
+  }
+  pa_decode_raw8(w, 1.0, x);
+}
 
 // ---- Results ------------------------------------------------------------------
 // The factor that turns local row r's unnormalised accumulator into its

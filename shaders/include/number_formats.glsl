@@ -128,6 +128,14 @@ float vka_e5m2_to_f32(uint bits) {
   return uintBitsToFloat(sign | (ex == 31u ? special : ex != 0u ? normal : subnormal));
 }
 
+// Eight fp8 values (word W's first 8 bytes, value i in byte i) as f32, times
+// SCALE, into X. A macro, so that each kernel's code is what it wrote before.
+#define VKA_DECODE_FP8X8(W, E4M3, SCALE, X)                                \
+  [[unroll]] for (uint i = 0; i < 8u; ++i) {                               \
+    const uint b = ((W)[i / 4u] >> (8u * (i % 4u))) & 0xFFu;               \
+    X[i] = ((E4M3) ? vka_e4m3_to_f32(b) : vka_e5m2_to_f32(b)) * (SCALE);    \
+  }
+
 // x in the narrow format `dtype` (DTYPE_F16, DTYPE_BF16, DTYPE_FP8_E4M3 or
 // DTYPE_FP8_E5M2): the bits to store. Kernels pass a specialization constant,
 // so only one branch remains.

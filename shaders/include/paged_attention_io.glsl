@@ -408,10 +408,7 @@ uvec4 pa_load_raw16_fp8(uint64_t block, bool is_value, uint t, uint h, uint d) {
 // The eight values of pa_load_raw8's word, fp8 values times `fp8_scale`.
 void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
   if (PA_FP8_CACHE) {
-    [[unroll]] for (uint i = 0; i < 8u; ++i) {
-      const uint b = (w[i / 4u] >> (8u * (i % 4u))) & 0xFFu;
-      x[i] = (PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? vka_e4m3_to_f32(b) : vka_e5m2_to_f32(b)) * fp8_scale;
-    }
+    VKA_DECODE_FP8X8(w, PA_CACHE_DTYPE == DTYPE_FP8_E4M3, fp8_scale, x)
   } else {
     vka_decode_16bit8(w, PA_CACHE_DTYPE != DTYPE_F16, x);
   }

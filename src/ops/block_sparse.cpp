@@ -123,6 +123,11 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
     layout_name(v.paged_kv_layout);   // (throws for a value that is no layout)
     if (v.v_head_size && v.v_head_size != v.head_size)
       fail("paged_kv: V's head size is the cache's, the same as q.k's (v_head_size " + num(v.v_head_size) + ", head size " + num(v.head_size) + ")");
+    if (v.paged_kv_dtype && *v.paged_kv_dtype != v.q_dtype && *v.paged_kv_dtype != DType::fp8_e4m3 && *v.paged_kv_dtype != DType::fp8_e5m2)
+      fail("the paged cache holds " + dtype_text(*v.paged_kv_dtype) + ", q is " + dtype_text(v.q_dtype) +
+           ": expected the cache in q's dtype, fp8_e4m3 or fp8_e5m2");
+  } else if (v.paged_kv_dtype) {
+    fail("paged_kv_dtype is set and paged_kv_block_size is 0: expected a paged cache's block size with its dtype");
   }
 } catch (const Error& e) {
   if (op == kOp) throw;
@@ -153,6 +158,7 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
     s.BS_PAGED_KV = 1;
     s.PA_BLOCK_SIZE = v.paged_kv_block_size;
     s.PA_LAYOUT = static_cast<uint32_t>(v.paged_kv_layout);
+    if (v.paged_kv_dtype) s.PA_CACHE_DTYPE = static_cast<uint32_t>(*v.paged_kv_dtype);   // (fp8: block_sparse_io.glsl decodes it)
   }
   return s;
 }
@@ -448,6 +454,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (cache) {
     var.paged_kv_block_size = cache->block_size;
     var.paged_kv_layout = cache->layout;
+    if (cache->dtype != a.q.dtype) var.paged_kv_dtype = cache->dtype;   // (check_variant refuses all but fp8)
   }
   check_variant(var);
   const RegisteredVariant* custom = custom_variant(a.custom_mods, "block_sparse_attention");
@@ -460,8 +467,6 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
     if (columns < needed)
       fail("paged_kv.block_table has " + num(columns) + " columns, fewer than the " + num(needed) + " blocks of kv_len = " +
            num(Lkv) + " at block size " + num(cache->block_size) + ": expected columns >= ceil(kv_len / block_size)");
-    if (cache->dtype != a.q.dtype)
-      fail("the paged cache holds " + dtype_text(cache->dtype) + ", q is " + dtype_text(a.q.dtype) + ": expected the cache in q's dtype");
   } else {
     check_view(kOp, "k", a.k, {a.q.dtype}, {Bkv, Hkv, Lkv, D}, {"Bkv", "Hkv", "Lkv", "head_size"});
     check_view(kOp, "v", a.v, {a.q.dtype}, {Bkv, Hkv, Lkv, Dv}, {"Bkv", "Hkv", "Lkv", "v_head_size"});

@@ -248,6 +248,14 @@ CaseData::CaseData(const BlockSparseCase& c, bool with_values) {
     q = ref::round_to(et, ref::random_values(rng, uint64_t(B) * Hq * uint64_t(Lq) * D, 2.0));
     k = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * D, 2.0));
     v = ref::round_to(et, ref::random_values(rng, uint64_t(Bkv) * Hkv * uint64_t(Lkv) * Dv, 1.0));
+    if (c.paged_kv_dtype && *c.paged_kv_dtype != c.dtype) {   // an fp8 cache's values: fp8 times the scale
+      const ref::ElemType ct = ref::elem_type(dtype_name(*c.paged_kv_dtype));
+      for (auto [values, s] : {std::pair{&k, double(c.k_scale)}, std::pair{&v, double(c.v_scale)}}) {
+        for (double& x : *values) x /= s;
+        *values = ref::round_to(ct, *values);
+        for (double& x : *values) x *= s;
+      }
+    }
   }
   // Counted pairs, from the lists and the mask mod: once per mask row, times
   // the (b, h) that broadcast to it (the built-in mods ask neither).
@@ -318,12 +326,15 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
       throw Error("paged_kv: the case needs K/V per batch (no broadcast), one head size and values to check");
     const uint32_t bs = 16;
     columns = static_cast<uint32_t>((Lkv + bs - 1) / bs);
+    const DType cache_dtype = c.paged_kv_dtype.value_or(c.dtype);
+    const bool fp8 = cache_dtype != c.dtype;
     KvCacheConfig cfg{.num_blocks = std::max<uint32_t>(B * columns + 3, 1), .block_size = bs, .num_kv_heads = Hkv,
-                      .head_size = D, .dtype = c.dtype, .layout = parse_layout(c.paged_kv)};
+                      .head_size = D, .dtype = cache_dtype, .layout = parse_layout(c.paged_kv),
+                      .k_scale = fp8 ? c.k_scale : 1.0f, .v_scale = fp8 ? c.v_scale : 1.0f};
     // Chunks of a third of the blocks (the last one shorter), each in a
     // buffer of its own, so that blocks are found through the chunk table
     // and its division, as in a cache larger than one allocation.
-    const uint64_t block_bytes = uint64_t(bs) * Hkv * D * esz;
+    const uint64_t block_bytes = uint64_t(bs) * Hkv * D * dtype_size(cache_dtype);
     const uint32_t per_chunk = (cfg.num_blocks + 2) / 3;
     std::vector<KvCacheChunk> chunks;
     dc.cache_memory.reserve(3);
@@ -342,14 +353,15 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     for (uint32_t b = 0; b < B; ++b)
       for (uint32_t j = 0; j < columns; ++j) table[b * (columns + 1) + j] = order[b * columns + j];
     for (const auto& [part, values] : {std::pair{KvPart::key, &d.k}, std::pair{KvPart::value, &d.v}}) {
+      const double stored = fp8 ? double(part == KvPart::key ? cfg.k_scale : cfg.v_scale) : 1.0;   // value / scale, exact in fp8
       std::vector<double> elems(size_t(cfg.num_blocks) * bs * Hkv * D, 0.0);
       for (uint32_t b = 0; b < B; ++b)
         for (uint32_t h = 0; h < Hkv; ++h)
           for (int64_t t = 0; t < Lkv; ++t)
             for (uint32_t e = 0; e < D; ++e)
               elems[size_t(table[b * (columns + 1) + t / bs]) * bs * Hkv * D + dc.cache->element_in_block(part, uint32_t(t % bs), h, e)] =
-                  (*values)[((size_t(b) * Hkv + h) * Lkv + t) * D + e];
-      dc.cache->write_blocks(part, 0, ref::encode_values(et, elems));
+                  (*values)[((size_t(b) * Hkv + h) * Lkv + t) * D + e] / stored;
+      dc.cache->write_blocks(part, 0, ref::encode_values(ref::elem_type(dtype_name(cache_dtype)), elems));
     }
   }
   auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len, uint32_t dims) {

@@ -44,6 +44,10 @@ struct BlockSparseCase {
   // the k and v views: blocks of 16 tokens, each batch's in shuffled order,
   // block-table rows one column longer than they need (a row stride apart).
   std::string paged_kv;   // "", "nhd", "hnd" or "split"
+  // The paged cache's dtype: q's (unset) or fp8_e4m3 / fp8_e5m2, whose K/V
+  // are the fp8 values times these scales (the reference takes them so).
+  std::optional<DType> paged_kv_dtype;
+  float k_scale = 0.5f, v_scale = 0.25f;
   // A registered variant's mods (custom_mods), its C++ twins for the
   // reference (custom_mask ANDed with the built-in mask, custom_score after the
   // built-in score mods) and its buffers' 32-bit words, bound by name.

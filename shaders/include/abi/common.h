@@ -55,6 +55,11 @@ VKA_CONST(KV_MAX_CHUNKS, 64)
 // need no test for them and read finite values (kv_source.glsl). A macro,
 // not a VKA_CONST, so that the modules that do not use it stay as they were.
 #define KV_CHUNK_TABLE_ZEROS_OFFSET 1024u
+// Where the cache's k_scale and v_scale (two f32) follow the zeros, whose
+// length in bytes is ZEROS_BYTES (one block of one head): for the kernels
+// whose push constants have no room for them (block-sparse attention over
+// an fp8 cache).
+#define KV_CHUNK_TABLE_SCALES_OFFSET(ZEROS_BYTES) (KV_CHUNK_TABLE_ZEROS_OFFSET + ((ZEROS_BYTES) + 15u) / 16u * 16u)
 
 // Error codes a kernel records in the context's status buffer (status.glsl).
 // Word 0 holds the code of the first error; words 1..3 its details.
