@@ -140,7 +140,8 @@ std::vector<Combo> combos() {
   }
   {
     // K/V from the paged cache (BlockSparsePagedKv): blocks in shuffled
-    // order, the table's rows a stride apart; the scalar kernel on every path.
+    // order, the table's rows a stride apart; the kernel K/V views take (the
+    // prefill kernel on the matrix paths, where the tile divides the blocks).
     auto c = make("causal,document:3", 4, 2, 64, 100, 150, 41);
     c.paged_kv = "nhd";
     c.score = "alibi";
@@ -181,6 +182,42 @@ std::vector<Combo> combos() {
     hb.out_dtype = DType::f32;
     hb.q_block = hb.kv_block = 32;
     add("paged_kv_hnd_fp8_e4m3_bf16_gqa5", hb);
+    // More chunks than the kernels hold in shared memory (8: the others'
+    // bases come from the chunk table in memory), blocks of 32 tokens, head
+    // size 128; a block-table row of 7 blocks that ends mid-block.
+    auto m = make("causal,window:90", 4, 2, 128, 150, 200, 48);
+    m.paged_kv = "nhd";
+    m.paged_kv_block_size = 32;
+    m.paged_kv_chunks = 11;
+    m.lse = true;
+    m.q_block = m.kv_block = 64;
+    add("paged_kv_nhd_d128_cache_blocks32_eleven_chunks", m);
+  }
+  {
+    // The prefill kernel's tiles over the cache at full size: every layout,
+    // f16 and fp8, blocks of 128 (several cache blocks a tile).
+    auto c = make("causal,document:4", 16, 4, 128, 1024, 1024, 49);
+    c.paged_kv = "hnd";
+    c.q_block = c.kv_block = 128;
+    c.lse = true;
+    add("gpu_paged_kv_hnd_causal_document_d128_s1024", c, true);
+    auto e = make("causal", 8, 8, 128, 777, 1100, 50);
+    e.paged_kv = "split";
+    e.paged_kv_dtype = DType::fp8_e4m3;
+    e.paged_kv_chunks = 10;
+    e.k_scale = 0.75f;
+    e.v_scale = 2.0f;
+    e.q_block = e.kv_block = 128;
+    add("gpu_paged_kv_split_fp8_e4m3_d128_lq777_lkv1100_ten_chunks", e, true);
+    auto b = make("random:0.3", 8, 2, 128, 1024, 1024, 51);
+    b.paged_kv = "nhd";
+    b.paged_kv_dtype = DType::fp8_e5m2;
+    b.paged_kv_block_size = 64;
+    b.dtype = DType::bf16;
+    b.out_dtype = DType::bf16;
+    b.mask_heads = 8;
+    b.q_block = b.kv_block = 128;
+    add("gpu_paged_kv_nhd_fp8_e5m2_bf16_random_d128_s1024", b, true);
   }
   {
     auto c = make("causal,document:6", 32, 8, 128, 1024, 1024, 14);
@@ -272,7 +309,7 @@ TEST_F(VkTest, BlockSparseCustomVariantMatchesItsCppTwin) {
     EXPECT_TRUE(r.pass) << r.summary << "\n" << r.failure;
   }
   {
-    // A variant's mods over the paged cache (its own scalar module, with BS_PAGED_KV).
+    // A variant's mods over the paged cache (its own modules, with BS_PAGED_KV).
     auto c = stripes(make("causal", 4, 2, 64, 100, 150, 34));
     c.paged_kv = "hnd";
     c.q_block = c.kv_block = 32;
@@ -451,7 +488,11 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   v.q_block_size = v.kv_block_size = 64;
   v.mods.all = kMaskCausal;
   v.paged_kv_block_size = 16;
-  EXPECT_EQ(block_sparse_attention_path(ctx(), v), Path::scalar);
+  {
+    auto views = v;   // the cache runs where K/V views do
+    views.paged_kv_block_size = 0;
+    EXPECT_EQ(block_sparse_attention_path(ctx(), v), block_sparse_attention_path(ctx(), views));
+  }
   {
     auto no_cache = v;   // a block size no cache can have
     no_cache.paged_kv_block_size = 0x80000000u;
@@ -616,6 +657,11 @@ TEST_F(BlockSparseSmall, PathSaysWhichKernelRuns) {
     const Path p = block_sparse_attention_path(ctx(), v);
     if (ctx().capabilities().subgroup_size == 32) EXPECT_EQ(p, ctx().path_for("block_sparse")) << "head size " << d;
     else EXPECT_EQ(p, Path::scalar) << "head size " << d;
+    auto paged = v;   // K/V from the paged cache (any layout or dtype): the same kernel
+    paged.paged_kv_block_size = 16;
+    paged.paged_kv_layout = KvLayout::split;
+    paged.paged_kv_dtype = DType::fp8_e4m3;
+    EXPECT_EQ(block_sparse_attention_path(ctx(), paged), p) << "head size " << d;
   }
   v.head_size = 40;
   EXPECT_VKATTN_ERROR(block_sparse_attention_path(ctx(), v), "head size 40");

@@ -127,14 +127,18 @@ int cmd_run(const std::vector<std::string>& args) {
     auto& out_dtype = f.add_choice("out-dtype", "f16", {"f16", "bf16", "f32"}, "output dtype");
     auto& lse = f.add_bool("lse", false, "also write and check the LSE and the row max");
     auto& paged_kv = f.add_choice("paged-kv", "none", {"none", "nhd", "hnd", "split"},
-                                  "K/V from a paged cache of this layout (blocks of 16 tokens in shuffled order) rather than views");
+                                  "K/V from a paged cache of this layout (blocks in shuffled order) rather than views");
     auto& cache_dtype = f.add_choice("cache-dtype", "same", {"same", "fp8_e4m3", "fp8_e5m2"},
                                      "with --paged-kv: the cache's dtype (same: q's; fp8: k_scale 0.5, v_scale 0.25)");
+    auto& cache_block = f.add_int("cache-block-size", c.paged_kv_block_size, "with --paged-kv: the cache's block size", 1, 1024);
+    auto& cache_chunks = f.add_int("cache-chunks", c.paged_kv_chunks, "with --paged-kv: the cache's chunks (buffers)", 1, 64);
     auto& seed = f.add_int("seed", 1, "random seed", 0);
     auto& reps = f.add_int("repeat", 20, "timed repetitions (0: none)", 0, 100000);
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     c.paged_kv = paged_kv == "none" ? "" : paged_kv;
+    c.paged_kv_block_size = uint32_t(cache_block);
+    c.paged_kv_chunks = uint32_t(cache_chunks);
     if (cache_dtype != "same") {
       if (c.paged_kv.empty()) throw Error("--cache-dtype " + cache_dtype + " needs --paged-kv (the K/V views are q's dtype)");
       c.paged_kv_dtype = parse_dtype(cache_dtype);

@@ -97,8 +97,8 @@ struct BlockSparseModValues {
 // ops read a sequence (FlexAttention over a paged sequence; a mask with Sz =
 // B gives each sequence its own). The cache holds q's dtype, or fp8 (e4m3,
 // e5m2: its values times its k_scale / v_scale), in any layout; Hkv and the
-// head size are its. Runs on the scalar kernel on
-// every path (the prefill kernel does not read the cache for this op yet).
+// head size are its. Runs on the kernel K/V views take (the prefill kernel
+// on the matrix paths), which reads the cache as paged attention does.
 // A block-table entry outside the cache is reported through the Context's
 // status (block 0 is read instead).
 struct BlockSparsePagedKv {
@@ -154,7 +154,7 @@ struct BlockSparseVariant {
 // The path a variant runs on (the context's, or scalar where the prefill
 // kernel cannot take it: Dqk != Dv, head sizes 144, 176, 208 and 240,
 // subgroups not of 32, no bf16 matrices for bf16, block sizes no tile of
-// it divides, or K/V from the paged cache).
+// it divides).
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& variant);
 
 // Creates the pipelines these variants need (before the first step).

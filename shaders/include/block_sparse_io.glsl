@@ -6,6 +6,9 @@
 //   Q and the output: [B, Hq, L, D] tensors, any strides;
 //   the K/V source: [Bkv, Hkv, Lkv, D] tensors in q's dtype (the paged
 //     op's suffix loads, PA_SRC_SUFFIX), Bkv = 1 broadcast by a zero stride;
+//     or with BS_PAGED_KV the paged cache (any layout, q's dtype or fp8),
+//     batch b's keys the first Lkv tokens of block-table row b's blocks,
+//     read as the paged op reads it (kv_cache_reads.glsl);
 //   the tile walk: the mask row's partial blocks, then its full blocks, each
 //     kv_block / PA_BN tiles; an index outside the keys is reported and its
 //     tiles read nothing;
@@ -26,14 +29,10 @@ const uint PA_NUM_Q_HEADS = PA_NUM_KV_HEADS * PA_GQA;
 // V's head size: BS_V_HEAD_SIZE, or q.k's (0). Only the scalar kernel takes
 // a different one; the host keeps the prefill kernel's equal.
 const uint PA_V_HEAD_SIZE = BS_V_HEAD_SIZE == 0u ? PA_HEAD_SIZE : BS_V_HEAD_SIZE;
-#if PA_PREFILL_KERNEL
-const bool PA_FP8_CACHE = false;   // K/V are q's dtype (PA_CACHE_DTYPE = PA_Q_DTYPE)
-#else
-// The scalar kernel over the paged cache (BS_PAGED_KV) takes an fp8 cache
-// too: the host sets PA_CACHE_DTYPE to it there alone (else q's dtype, the
-// K/V views').
+// K/V's dtype: q's (PA_CACHE_DTYPE = PA_Q_DTYPE), but over the paged cache
+// (BS_PAGED_KV) the cache's, which may be fp8: the host sets PA_CACHE_DTYPE
+// to it there alone.
 const bool PA_FP8_CACHE = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 || PA_CACHE_DTYPE == DTYPE_FP8_E5M2;
-#endif
 const uint PA_ESIZE = PA_FP8_CACHE ? 1u : 2u;   // the paged cache's bytes per element
 
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16 { uint16_t q16[]; };
@@ -76,7 +75,7 @@ struct PaItem {
   uint row_start, row_count;  // query rows [row_start, row_start + row_count)
   uint list;                  // the mask row's first index-list entry
   int partial, full;          // its partial and full blocks
-  uint seq;                   // the scalar kernel's block-table row with BS_PAGED_KV (the batch); else unused
+  uint seq;                   // its block-table row with BS_PAGED_KV (the batch); else unused
   bool valid;
 };
 
@@ -114,11 +113,7 @@ PaItem pa_load_item(uint wg) {
   it.b = bh / PA_NUM_Q_HEADS;
   it.h = bh % PA_NUM_Q_HEADS;
   it.kv_head = it.h / PA_GQA;
-#if PA_PREFILL_KERNEL
-  it.seq = 0u;
-#else
-  it.seq = it.b;   // (BS_PAGED_KV: its block-table row)
-#endif
+  it.seq = it.b;
   it.row_start = tile * PA_BM;
   it.valid = it.row_start < pc.q_len;
   it.row_count = it.valid ? min(PA_BM, pc.q_len - it.row_start) : 0u;
@@ -154,15 +149,41 @@ uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
 }
 #endif
 
-// No chunk table (paged_attention_io.glsl's interface).
-uint64_t pa_fetch_chunk_base() { return 0ul; }
-void pa_store_chunk_bases(uint64_t unused) {}
-void pa_load_chunk_bases() {}
-float pa_score_scale(PaItem it) { return pc.scale; }
-float pa_value_scale(PaItem it) { return 1.0; }
-#if PA_PREFILL_KERNEL
-float pa_decode_scale(bool is_value) { return 1.0; }
-#endif
+// ---- The paged cache (BS_PAGED_KV) ------------------------------------------
+// With BS_PAGED_KV, K's and V's stride words in the push constants carry the
+// cache (abi/block_sparse.h), and the kernels read it through the paged op's
+// functions (kv_cache_reads.glsl: the chunk bases in shared memory, a block's
+// address, a key's eight dims); the block table is bound at K's binding.
+// Without it the chunk bases are neither read nor stored (PA_CACHE_READ).
+#include "kv_addressing.glsl"
+uint64_t bs_chunk_table() { return uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32); }
+#define PA_CACHE_CHUNK_TABLE bs_chunk_table()
+#define PA_CACHE_NUM_K_CHUNKS pc.BS_PUSH_NUM_K_CHUNKS
+#define PA_CACHE_BLOCKS_PER_CHUNK pc.BS_PUSH_BLOCKS_PER_CHUNK
+#define PA_CACHE_CHUNK_MAGIC pc.chunk_magic
+#define PA_CACHE_READ (BS_PAGED_KV != 0u)
+#include "kv_cache_reads.glsl"
+layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsBlockTable { int bs_block_table[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer BsCacheScales { float s[2]; };
+
+// An fp8 cache's k_scale (v_scale), from behind its chunk table's zeros
+// (the push constants have no word left for them); 1 for K/V of q's dtype.
+float pa_decode_scale(bool is_value) {
+  if (!PA_FP8_CACHE) return 1.0;
+  const uint zeros = PA_BLOCK_SIZE * PA_HEAD_SIZE * PA_ESIZE;   // one block of one head
+  return BsCacheScales(bs_chunk_table() + uint64_t(KV_CHUNK_TABLE_SCALES_OFFSET(zeros))).s[is_value ? 1 : 0];
+}
+// The factors the matrix kernels' scores and values take: the softmax
+// scale, and an fp8 cache's scales times its staging factor.
+float pa_score_scale(PaItem it) { return PA_FP8_CACHE ? pc.scale * pa_decode_scale(false) * PA_STAGED_FP8_FACTOR : pc.scale; }
+float pa_value_scale(PaItem it) { return PA_FP8_CACHE ? pa_decode_scale(true) * PA_STAGED_FP8_FACTOR : 1.0; }
+
+// The block-table entry of key k (< Lkv) of the item's sequence, as stored
+// (the host keeps the table's rows long enough for Lkv).
+int pa_raw_block(uint seq, int k) {
+  if (BS_PAGED_KV == 0u) return 0;
+  return bs_block_table[bs_view_offset(BS_BINDING_K - 1u) + seq * pc.BS_PUSH_BLOCK_TABLE_STRIDE + uint(k) / PA_BLOCK_SIZE];
+}
 
 // ---- The tile walk ------------------------------------------------------------
 const int PA_TILE_KEYS = int(PA_BN);
@@ -187,6 +208,9 @@ int bs_raw_index(PaItem it, int j) {
   return BS_INDEX_AT(partial, at);
 }
 
+// The report of key k's block-table entry outside the cache: the sequence,
+// the table's column and the entry (the paged op's).
+#define BS_REPORT_BAD_ENTRY(it, k, entry) vka_report(STATUS_BLOCK_OUT_OF_RANGE, (it).seq, uint(k) / PA_BLOCK_SIZE, uint(entry))
 #if PA_DEFERRED_BLOCK_REPORT
 void bs_report_bad_index(PaItem it, int j, int idx) {
   const bool partial = j < it.partial;
@@ -194,14 +218,35 @@ void bs_report_bad_index(PaItem it, int j, int idx) {
 }
 // The prefill kernel reports a bad index after its key loop, as the paged
 // op's block-table entries (deferred_report.glsl): pa_bad_key holds the
-// first bad list entry.
+// first bad list entry j, or BS_BAD_ENTRY | k for key k whose block-table
+// entry is bad (BS_PAGED_KV), so that a bad list entry is reported first.
+const uint BS_BAD_ENTRY = 0x80000000u;
 #include "deferred_report.glsl"
 void pa_report_bad_block(PaItem it) {
   if (gl_LocalInvocationIndex != 0u) return;
   const uint j = pa_first_bad_block_key;
-  if (j != 0xFFFFFFFFu) bs_report_bad_index(it, int(j), bs_raw_index(it, int(j)));
+  if (j == 0xFFFFFFFFu) return;
+  if ((j & BS_BAD_ENTRY) != 0u) {
+    const int k = int(j & ~BS_BAD_ENTRY);
+    BS_REPORT_BAD_ENTRY(it, k, pa_raw_block(it.seq, k));
+  } else {
+    bs_report_bad_index(it, int(j), bs_raw_index(it, int(j)));
+  }
 }
 #endif
+
+// The cache's block from key k's entry: an entry that is no block of the
+// cache is reported (after the key loop in the prefill kernel) and block 0
+// read instead.
+uint bs_checked_entry(PaItem it, int k, int entry) {
+  const bool bad = entry < 0 || uint(entry) >= pc.BS_PUSH_NUM_BLOCKS;
+#if PA_DEFERRED_BLOCK_REPORT
+  pa_bad_key = bad ? min(pa_bad_key, BS_BAD_ENTRY | uint(k)) : pa_bad_key;
+#else
+  if (bad) BS_REPORT_BAD_ENTRY(it, k, entry);
+#endif
+  return bad ? 0u : uint(entry);
+}
 
 // The kv block of list entry j, or the first block past the keys for an
 // index outside them (reported).
@@ -292,10 +337,14 @@ const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
 const uint PA_SRC_SUFFIX_NARROW = 2u;
 bool bs_whole_tiles() { return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u; }
+// (The paged cache: PA_SRC_CACHE, its keys past Lkv located at the cache's zeros.)
 uint pa_key_source(PaItem it) {
+  if (BS_PAGED_KV != 0u) return PA_SRC_CACHE;
   return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
 }
-bool pa_suffix_item(PaItem it) { return true; }
+// K/V views are "suffix" keys (q's dtype, staged as loaded); the cache's are
+// not (converted where the cache is fp8: matrix_element.glsl's elem8_from_key).
+bool pa_suffix_item(PaItem it) { return BS_PAGED_KV == 0u; }
 
 // Element index of key k's row in K (or V).
 uint bs_key_row(PaItem it, bool is_value, int k) {
@@ -306,74 +355,37 @@ uint bs_key_row(PaItem it, bool is_value, int k) {
 
 VKA_DEFINE_KV_RAW8(bs_raw8, k_vec, k16, v_vec, v16)
 
-#if PA_PREFILL_KERNEL
-// The lookups of the K/V views (no block table: the entry is unused).
-int pa_raw_block(uint seq, int k) { return 0; }
-uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) { return uint64_t(bs_key_row(it, is_value, k)); }
-uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
-  return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
-}
-#else
-// The scalar kernel's lookups: the K/V views' (element indices; the entry is
-// unused), or with BS_PAGED_KV the paged cache's (byte addresses of a key's
-// slot): batch b's key k is token k of its block-table row's blocks (the
-// host keeps the row long enough for Lkv), the cache in q's dtype. A key's
-// eight dims from a multiple of 8 are one 16-byte word in every layout but
-// the split layout's V, whose dims lie a block's tokens apart.
-#include "kv_addressing.glsl"
-layout(set = 0, binding = BS_BINDING_K, std430) readonly buffer BsBlockTable { int bs_block_table[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BsCache8 { uvec4 w; };
-layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer BsCache8Fp8 { uvec2 w; };
-layout(buffer_reference, std430, buffer_reference_align = 2) readonly buffer BsCache1 { uint16_t v; };
-layout(buffer_reference, std430, buffer_reference_align = 1) readonly buffer BsCache1Fp8 { uint8_t v; };
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer BsCacheScales { float s[2]; };
-uint64_t bs_chunk_table() { return uint64_t(pc.BS_PUSH_CHUNK_TABLE_LO) | (uint64_t(pc.BS_PUSH_CHUNK_TABLE_HI) << 32); }
-// An fp8 cache's k_scale (v_scale), from behind its chunk table's zeros
-// (the push constants have no word left for them); 1 for a 16-bit one.
-float pa_decode_scale(bool is_value) {
-  if (!PA_FP8_CACHE) return 1.0;
-  const uint zeros = PA_BLOCK_SIZE * PA_HEAD_SIZE * PA_ESIZE;   // one block of one head
-  return BsCacheScales(bs_chunk_table() + uint64_t(KV_CHUNK_TABLE_SCALES_OFFSET(zeros))).s[is_value ? 1 : 0];
-}
-int pa_raw_block(uint seq, int k) {
-  if (BS_PAGED_KV == 0u) return 0;
-  return bs_block_table[bs_view_offset(BS_BINDING_K - 1u) + seq * pc.BS_PUSH_BLOCK_TABLE_STRIDE + uint(k) / PA_BLOCK_SIZE];
-}
+// The scalar kernel's lookups (paged_attention_io.glsl's interface): the
+// K/V views' (element indices; the entry is unused), or with BS_PAGED_KV
+// the paged cache's (the block's address, as the paged op's).
 uint64_t pa_key_at(PaItem it, bool is_value, int k, int entry) {
-  if (BS_PAGED_KV == 0u) return uint64_t(bs_key_row(it, is_value, k));
-  uint block = uint(entry);
-  if (entry < 0 || block >= pc.BS_PUSH_NUM_BLOCKS) {   // reported; block 0 is read instead
-    vka_report(STATUS_BLOCK_OUT_OF_RANGE, it.seq, uint(k) / PA_BLOCK_SIZE, uint(entry));
-    block = 0u;
-  }
-  const uint64_t block_bytes = uint64_t(PA_BLOCK_SIZE * PA_NUM_KV_HEADS * PA_HEAD_SIZE) * PA_ESIZE;
-  const uint slot = vka_kv_slot_in_block(PA_LAYOUT, is_value, uint(k) % PA_BLOCK_SIZE, it.kv_head, PA_BLOCK_SIZE,
-                                         PA_NUM_KV_HEADS, PA_HEAD_SIZE, 16u / PA_ESIZE);
-  return vka_kv_block_address(bs_chunk_table(), pc.BS_PUSH_NUM_K_CHUNKS, pc.BS_PUSH_BLOCKS_PER_CHUNK, pc.chunk_magic,
-                              block_bytes, is_value, block) + uint64_t(slot) * PA_ESIZE;
+  if (BS_PAGED_KV != 0u) return pa_block_address(is_value, bs_checked_entry(it, k, entry));
+  return uint64_t(bs_key_row(it, is_value, k));
 }
 uvec4 pa_key_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
-  if (BS_PAGED_KV != 0u) {   // an fp8 cache's eight values in the word's first 8 bytes
-    if (PA_LAYOUT == KV_LAYOUT_SPLIT && is_value) {
-      uvec4 w = uvec4(0);
-      [[unroll]] for (uint i = 0; i < 8u; ++i) {
-        const uint64_t a = at + uint64_t((d + i) * PA_BLOCK_SIZE) * PA_ESIZE;
-        if (PA_FP8_CACHE) w[i / 4u] |= uint(BsCache1Fp8(a).v) << (8u * (i % 4u));
-        else w[i / 2u] |= uint(BsCache1(a).v) << (16u * (i % 2u));
-      }
-      return w;
-    }
-    const uint64_t a = at + uint64_t(vka_kv_dims_in_block(PA_LAYOUT, is_value, d, PA_BLOCK_SIZE, 16u / PA_ESIZE)) * PA_ESIZE;
-    if (PA_FP8_CACHE) return uvec4(BsCache8Fp8(a).w, 0u, 0u);
-    return BsCache8(a).w;
-  }
+  if (BS_PAGED_KV != 0u) return pa_load_raw8(at, is_value, uint(k) % PA_BLOCK_SIZE, head, d);
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at) + d);
 }
-#endif
 
-// The prefill kernel's (kv_source.glsl's interface; 0 = no key, else the row + 1).
-int kv_source_entry(PaItem it, int k) { return 0; }
+// The prefill kernel's (kv_source.glsl's interface). K/V views: 0 = no key,
+// else the row's element index + 1. The paged cache: the address of the
+// key's slot for its kv head (pa_slot_address), or for a key past Lkv the
+// cache's zeros, so that the loads need no test.
+int kv_source_entry(PaItem it, int k) {
+  if (BS_PAGED_KV == 0u) return 0;
+  return pa_key_in_item(it, k) ? pa_raw_block(it.seq, k) : -1;
+}
 void kv_source_locate_entry(PaItem it, int k, int entry, out uint64_t k_at, out uint64_t v_at) {
+  if (BS_PAGED_KV != 0u) {
+    if (!pa_key_in_item(it, k)) {
+      k_at = v_at = pa_zeros_address();
+      return;
+    }
+    const uint block = bs_checked_entry(it, k, entry), t = uint(k) % PA_BLOCK_SIZE;
+    k_at = pa_slot_address(pa_block_address(false, block), false, t, it.kv_head);
+    v_at = pa_slot_address(pa_block_address(true, block), true, t, it.kv_head);
+    return;
+  }
   k_at = v_at = 0ul;
   if (!pa_key_in_item(it, k)) {
     if (!bs_whole_tiles()) return;
@@ -383,8 +395,16 @@ void kv_source_locate_entry(PaItem it, int k, int entry, out uint64_t k_at, out 
   v_at = uint64_t(bs_key_row(it, true, k)) + 1ul;
 }
 uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uint d) {
+  if (BS_PAGED_KV != 0u) return pa_load_slot_raw8(at, is_value, d);
   if (src != BS_SRC_ROWS && at == 0ul) return uvec4(0);
   return bs_raw8(src == PA_SRC_SUFFIX_NARROW, is_value, uint(at - 1ul) + d);
+}
+
+// V's raw bits, dims d .. d + 7 (d a multiple of 8), of key k (< Lkv): for
+// what runs once after the key loop (block_sparse_nonfinite.glsl).
+uvec4 bs_value_raw8(PaItem it, int k, uint d) {
+  if (BS_PAGED_KV != 0u) return pa_key_raw8(PA_SRC_CACHE, pa_key_at(it, true, k, pa_raw_block(it.seq, k)), true, k, it.kv_head, d);
+  return bs_raw8((pc.flags & BS_FLAG_NARROW_KV) != 0u, true, bs_key_row(it, true, k) + d);
 }
 
 // Eight values of q's dtype as f32.

@@ -13,7 +13,7 @@ float pa_item_nonfinite_term(PaItem it, uint row, uint d) {
     for (int k = k0; k < k0 + kb && pa_key_in_item(it, k); ++k) {
       if (!BS_MASK_READING_DOCUMENTS(it.b, it.h, q_idx, k)) continue;
       float x[8];
-      pa_decode_raw8(bs_raw8((pc.flags & BS_FLAG_NARROW_KV) != 0u, true, bs_key_row(it, true, k) + (d & ~7u)), 1.0, x);
+      pa_decode_key8(false, bs_value_raw8(it, k, d & ~7u), 1.0, x);
       val = elem_nonfinite_sum(val, float(ELEM(x[d % 8u])));   // as it was staged
     }
   }

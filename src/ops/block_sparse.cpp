@@ -65,8 +65,8 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   l.path = ctx.path_for(custom ? custom->attention : "block_sparse");
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
   const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
-  // The prefill kernel takes one head size for q.k and V, and K/V views; the scalar kernel either.
-  if (caps.subgroup_size != 32 || dv != v.head_size || v.paged_kv_block_size) l.path = Path::scalar;
+  // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
+  if (caps.subgroup_size != 32 || dv != v.head_size) l.path = Path::scalar;
   l.path = prefill_kernel_path(l.path, caps.coopmat_register_order);
   ScheduleDevice dev;
   dev.path = l.path;

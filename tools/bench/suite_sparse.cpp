@@ -2,7 +2,8 @@
 // B=4, H=32, S=8192, head size 128, f16, over the masks FlexAttention is
 // usually measured with: causal, sliding window 1024, 8 documents (causal
 // within each), prefix-LM 2048 and a random 25% of the blocks, plus the dense
-// non-causal run the random mask's time is compared with. TFLOP/s count only
+// non-causal run the random mask's time is compared with, and causal with K/V
+// from the paged cache (f16 and fp8_e4m3, NHD, blocks of 16). TFLOP/s count only
 // the (query, key) pairs that count, 4 * head_size FLOP each; "density" says
 // what share of all pairs that is, and the time should follow it. Each case
 // is first checked against the float64 reference on a smaller proxy with the
@@ -11,6 +12,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bench/suites.hpp"
@@ -22,8 +24,11 @@ std::vector<BenchOp> sparse_cases(Context& ctx, bool quick) {
   std::vector<BenchOp> ops;
   const uint32_t n = quick ? 16 : 1;   // lengths divide by this on a CPU device
   const uint32_t S = 8192 / n, H = quick ? 4 : 32;
-  auto add = [&](const std::string& name, const std::string& mask, const std::string& proxy_mask) {
+  auto add = [&](const std::string& name, const std::string& mask, const std::string& proxy_mask, const std::string& paged_kv = "",
+                 std::optional<DType> cache_dtype = std::nullopt) {
     BlockSparseCase c;
+    c.paged_kv = paged_kv;
+    c.paged_kv_dtype = cache_dtype;
     c.batch = quick ? 1 : 4;
     c.q_heads = c.kv_heads = H;
     c.head_size = 128;
@@ -45,6 +50,10 @@ std::vector<BenchOp> sparse_cases(Context& ctx, bool quick) {
                       {"head_size", "128"}, {"dtype", "f16"}, {"mask", mask}, {"density", density},
                       {"blocks", std::to_string(c.q_block) + "x" + std::to_string(c.kv_block)},
                       {"verified_on", "B=1 H=2 S=" + std::to_string(proxy.q_len) + " mask " + proxy_mask}};
+    if (!paged_kv.empty()) {
+      op.info.params["kv"] = "paged cache " + paged_kv + ", blocks of " + std::to_string(c.paged_kv_block_size);
+      op.info.params["cache_dtype"] = cache_dtype ? std::string(dtype_name(*cache_dtype)) : std::string("f16");
+    }
     op.info.flops = timed->flops();
     op.info.bytes = 0;
     op.info.bound = "compute";
@@ -58,7 +67,7 @@ std::vector<BenchOp> sparse_cases(Context& ctx, bool quick) {
     ops.push_back(std::move(op));
     // The mask's construction on the device (build_block_mask), which
     // FlexAttention users pay in create_block_mask: its time beside the attention's.
-    if (mask.find("random") == std::string::npos && mask != "full") {
+    if (mask.find("random") == std::string::npos && mask != "full" && paged_kv.empty()) {
       BenchOp build;
       build.info.name = "  mask build: " + name;
       build.info.params = {{"mask", mask}, {"seq_len", std::to_string(S)},
@@ -77,6 +86,10 @@ std::vector<BenchOp> sparse_cases(Context& ctx, bool quick) {
   add("prefix-LM " + std::to_string(2048 / n) + " S=" + s, "prefix:" + std::to_string(2048 / n), "prefix:256");
   add("random 25% of blocks S=" + s, "random:0.25", "random:0.25");
   add("dense S=" + s, "full", "full");
+  // K/V from the paged cache (FlexAttention over a paged sequence, as an
+  // engine keeps it), f16 and fp8: the same causal work as the first case.
+  add("causal S=" + s + ", paged cache", "causal", "causal", "nhd");
+  add("causal S=" + s + ", paged fp8_e4m3 cache", "causal", "causal", "nhd", DType::fp8_e4m3);
   return ops;
 }
 

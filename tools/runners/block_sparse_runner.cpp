@@ -322,22 +322,22 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
     make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
   } else {
-    if (Bkv != B || Dv != D || (d.k.empty() && Lkv > 0))
-      throw Error("paged_kv: the case needs K/V per batch (no broadcast), one head size and values to check");
-    const uint32_t bs = 16;
+    if (Bkv != B || Dv != D)
+      throw Error("paged_kv: the case needs K/V per batch (no broadcast) and one head size");
+    const uint32_t bs = c.paged_kv_block_size, nc = std::max<uint32_t>(c.paged_kv_chunks, 1);
     columns = static_cast<uint32_t>((Lkv + bs - 1) / bs);
     const DType cache_dtype = c.paged_kv_dtype.value_or(c.dtype);
     const bool fp8 = cache_dtype != c.dtype;
-    KvCacheConfig cfg{.num_blocks = std::max<uint32_t>(B * columns + 3, 1), .block_size = bs, .num_kv_heads = Hkv,
+    const uint32_t per_chunk = (B * columns + 3 + nc - 1) / nc;   // nc chunks of per_chunk blocks, 3 blocks spare at least
+    KvCacheConfig cfg{.num_blocks = per_chunk * nc, .block_size = bs, .num_kv_heads = Hkv,
                       .head_size = D, .dtype = cache_dtype, .layout = parse_layout(c.paged_kv),
                       .k_scale = fp8 ? c.k_scale : 1.0f, .v_scale = fp8 ? c.v_scale : 1.0f};
-    // Chunks of a third of the blocks (the last one shorter), each in a
-    // buffer of its own, so that blocks are found through the chunk table
-    // and its division, as in a cache larger than one allocation.
+    // The chunks each in a buffer of its own, so that blocks are found
+    // through the chunk table and its division, as in a cache larger than
+    // one allocation.
     const uint64_t block_bytes = uint64_t(bs) * Hkv * D * dtype_size(cache_dtype);
-    const uint32_t per_chunk = (cfg.num_blocks + 2) / 3;
     std::vector<KvCacheChunk> chunks;
-    dc.cache_memory.reserve(3);
+    dc.cache_memory.reserve(nc);
     for (uint32_t first = 0; first < cfg.num_blocks; first += per_chunk) {
       const uint32_t n = std::min(per_chunk, cfg.num_blocks - first);
       dc.cache_memory.emplace_back(ctx, std::max<uint64_t>(2 * n * block_bytes, 16));
@@ -352,7 +352,11 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     table.assign(size_t(B) * (columns + 1), -1);   // the extra column is never read
     for (uint32_t b = 0; b < B; ++b)
       for (uint32_t j = 0; j < columns; ++j) table[b * (columns + 1) + j] = order[b * columns + j];
+    // A timed case without values (BlockSparseTimed): every element one
+    // finite value of the cache's dtype (0.5 in fp8, about 0.1 in f16 and bf16).
+    if (d.k.empty()) dc.cache->fill(fp8 ? 0x38383838u : cache_dtype == DType::bf16 ? 0x3DCD3DCDu : 0x2E662E66u);
     for (const auto& [part, values] : {std::pair{KvPart::key, &d.k}, std::pair{KvPart::value, &d.v}}) {
+      if (values->empty()) continue;
       const double stored = fp8 ? double(part == KvPart::key ? cfg.k_scale : cfg.v_scale) : 1.0;   // value / scale, exact in fp8
       std::vector<double> elems(size_t(cfg.num_blocks) * bs * Hkv * D, 0.0);
       for (uint32_t b = 0; b < B; ++b)

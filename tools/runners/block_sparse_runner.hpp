@@ -41,9 +41,13 @@ struct BlockSparseCase {
   uint32_t token_padding = 0;                // elements between q/K/V/out token rows (strided views)
   float scale = 0;                           // 0: 1 / sqrt(head_size)
   // K/V from a paged cache of this layout (BlockSparseArgs::paged_kv), "" for
-  // the k and v views: blocks of 16 tokens, each batch's in shuffled order,
-  // block-table rows one column longer than they need (a row stride apart).
+  // the k and v views: blocks of paged_kv_block_size tokens, each batch's in
+  // shuffled order, block-table rows one column longer than they need (a row
+  // stride apart), the blocks in paged_kv_chunks chunks (the kernels hold the
+  // first 8 chunks' bases in shared memory and read the others' from memory).
   std::string paged_kv;   // "", "nhd", "hnd" or "split"
+  uint32_t paged_kv_block_size = 16;
+  uint32_t paged_kv_chunks = 3;
   // The paged cache's dtype: q's (unset) or fp8_e4m3 / fp8_e5m2, whose K/V
   // are the fp8 values times these scales (the reference takes them so).
   std::optional<DType> paged_kv_dtype;

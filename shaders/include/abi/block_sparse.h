@@ -69,7 +69,7 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(28, BS_WRITE_ROW_MAX, 0)  \
   X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
   X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
-  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT), through a block table; scalar kernel only */
+  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).
