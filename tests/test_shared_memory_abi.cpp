@@ -58,10 +58,10 @@ std::string tile_text(uint32_t head_size, const detail::Tile& t) {
 
 // The scalar kernel: the host's count (PA_SCALAR_SHARED_BYTES, of the larger
 // head size where q.k's and V's differ) is what paged attention's module
-// declares, exactly; block-sparse attention's module has no chunk table or
-// merge flag.
+// declares, exactly; block-sparse attention's module has no merge flag (it
+// holds the chunk bases, for K/V from the paged cache).
 TEST(SharedMemoryAbi, ScalarKernelCountIsWhatItsModulesDeclare) {
-  constexpr uint64_t kNoChunksOrFlag = PA_CHUNK_BASE_BYTES + 4u;
+  constexpr uint64_t kNoMergeFlag = 4u;
   int checked = 0;
   for (uint32_t limit : {16384u, 32768u, 49152u, 65536u})
     for (uint32_t head_size : {16u, 64u, 80u, 96u, 128u, 192u, 256u})
@@ -76,7 +76,7 @@ TEST(SharedMemoryAbi, ScalarKernelCountIsWhatItsModulesDeclare) {
         const Declared paged = declared("paged_attention", "scalar", tile_spec(head_size, t));
         EXPECT_EQ(paged.bytes, host) << paged.listing;
         const Declared sparse = declared("block_sparse", "scalar", tile_spec(head_size, t));
-        EXPECT_EQ(sparse.bytes, host - kNoChunksOrFlag) << sparse.listing;
+        EXPECT_EQ(sparse.bytes, host - kNoMergeFlag) << sparse.listing;
         ++checked;
       }
   // q.k's and V's head sizes differ (192 and 128): the host counts the larger for both.
@@ -88,7 +88,7 @@ TEST(SharedMemoryAbi, ScalarKernelCountIsWhatItsModulesDeclare) {
     s[spec_id::BS_V_HEAD_SIZE] = dv;
     const Declared sparse = declared("block_sparse", "scalar", s);
     SCOPED_TRACE(tile_text(d, t) + ", V head size " + std::to_string(dv));
-    EXPECT_EQ(sparse.bytes, PA_SCALAR_SHARED_BYTES(d, dv, t.bm, t.bn) - kNoChunksOrFlag) << sparse.listing;
+    EXPECT_EQ(sparse.bytes, PA_SCALAR_SHARED_BYTES(d, dv, t.bm, t.bn) - kNoMergeFlag) << sparse.listing;
     EXPECT_LE(sparse.bytes, PA_SCALAR_SHARED_BYTES(std::max(d, dv), std::max(d, dv), t.bm, t.bn));
     ++checked;
   }
@@ -98,10 +98,10 @@ TEST(SharedMemoryAbi, ScalarKernelCountIsWhatItsModulesDeclare) {
 // The prefill kernel (both matrix paths): PP_SHARED_BYTES for paged
 // attention and prefix prefill, plus PP_BS_DOCUMENT_BYTES for block-sparse
 // attention's modules. The count may exceed a module's declarations by what
-// that module leaves out (the chunk table in block-sparse modules, the S and
-// P arrays' placeholders), never fall short of them.
+// that module leaves out (the S and P arrays' placeholders), never fall
+// short of them.
 TEST(SharedMemoryAbi, PrefillKernelCountCoversWhatItsModulesDeclare) {
-  constexpr uint64_t kSlack = PA_CHUNK_BASE_BYTES + 64u;
+  constexpr uint64_t kSlack = 64u;
   int checked = 0;
   for (Path path : {Path::coopmat2, Path::coopmat})
     for (uint32_t head_size : {64u, 80u, 96u, 128u, 192u, 256u}) {
