@@ -6,8 +6,11 @@
 // neither carry a NaN to rows that do not see it nor lose it for rows that do.
 // Where Lkv is a multiple of the tile, the tiles past it read key Lkv - 1's
 // row and are skipped (block_sparse_io.glsl's rows without a test): the
-// cases of length 192 plant their NaN in that row.
+// cases of length 192 plant their NaN in that row. The paged cases read K
+// and V from a paged cache of the split layout (V's dims a block apart),
+// whose slots past Lkv and unused blocks hold NaN that no row may see.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "nonfinite_outputs.hpp"
@@ -28,6 +31,7 @@ struct NonFiniteCase {
   bool in_k = false;                // planted in K instead of V
   std::vector<int32_t> positions;   // keys planted at (head 1, dim 5)
   uint32_t length = 200;            // Lq = Lkv
+  bool paged = false;               // K/V from a paged cache (split layout, blocks of 16)
 };
 void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.name; }
 
@@ -45,6 +49,28 @@ TEST_P(BlockSparseNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   k.upload(kh.data(), kh.size() * 2);
   v.upload(vh.data(), vh.size() * 2);
   out.fill(0xFFFFFFFFu);
+  // The paged cache: token t in block-table column t / 16, the columns'
+  // blocks in reverse order; every other slot NaN.
+  std::unique_ptr<PagedKvCache> cache;
+  Buffer table;
+  const uint32_t bs = 16, columns = (L + bs - 1) / bs;
+  if (p.paged) {
+    const KvCacheConfig cfg{.num_blocks = columns + 2, .block_size = bs, .num_kv_heads = H, .head_size = D,
+                            .dtype = DType::f16, .layout = KvLayout::split};
+    cache = std::make_unique<PagedKvCache>(ctx(), cfg);
+    std::vector<int32_t> entries(columns);
+    for (uint32_t j = 0; j < columns; ++j) entries[j] = int32_t(columns + 1 - j);
+    table = Buffer(ctx(), columns * 4);
+    table.upload(entries.data(), columns * 4);
+    for (const auto& [part, values] : {std::pair{KvPart::key, &kh}, std::pair{KvPart::value, &vh}}) {
+      std::vector<uint16_t> slots(size_t(cfg.num_blocks) * bs * H * D, 0x7E00);
+      for (uint32_t h = 0; h < H; ++h)
+        for (uint32_t t = 0; t < L; ++t)
+          for (uint32_t e = 0; e < D; ++e)
+            slots[size_t(entries[t / bs]) * bs * H * D + cache->element_in_block(part, t % bs, h, e)] = (*values)[(size_t(h) * L + t) * D + e];
+      cache->write_blocks(part, 0, std::span(reinterpret_cast<const uint8_t*>(slots.data()), slots.size() * 2));
+    }
+  }
   // Two q blocks. Causal: q block 0 lists kv block 0 as partial, q block 1
   // kv block 1 as partial and kv block 0 as full. Full: q block 0 lists kv
   // block 0, q block 1 both, all full (no mask mod).
@@ -54,8 +80,12 @@ TEST_P(BlockSparseNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   meta.upload(words.data(), words.size() * 4);
   BlockSparseArgs a;
   a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
-  a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
-  a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
+  if (p.paged) {
+    a.paged_kv = BlockSparsePagedKv{cache.get(), TensorView::contiguous(table, DType::i32, {1, columns}), L};
+  } else {
+    a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
+    a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
+  }
   a.out = TensorView::contiguous(out, DType::f32, {1, H, L, D});
   a.mask.kv_num_blocks = TensorView::contiguous(meta, DType::i32, {1, 1, 2}, 0);
   a.mask.kv_indices = TensorView::contiguous(meta, DType::i32, {1, 1, 2, 2}, 8);
@@ -96,7 +126,13 @@ INSTANTIATE_TEST_SUITE_P(
         // reach only the last query (causal), in V or in K.
         NonFiniteCase{"v_nan_causal_last_key_of_192", true, false, {191}, 192},
         NonFiniteCase{"k_nan_causal_last_key_of_192", true, true, {191}, 192},
-        NonFiniteCase{"v_nan_full_keys_20_191_of_192", false, false, {20, 191}, 192}),
+        NonFiniteCase{"v_nan_full_keys_20_191_of_192", false, false, {20, 191}, 192},
+        // The same from the paged cache (the kernels' cache reads, and the
+        // prefill kernel's pass after its key loop reading V from there).
+        NonFiniteCase{"paged_v_nan_causal_keys_100_150_199", true, false, {100, 150, 199}, 200, true},
+        NonFiniteCase{"paged_k_nan_causal_last_key", true, true, {199}, 200, true},
+        NonFiniteCase{"paged_v_nan_full_keys_20_150", false, false, {20, 150}, 200, true},
+        NonFiniteCase{"paged_v_nan_full_keys_20_191_of_192", false, false, {20, 191}, 192, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
