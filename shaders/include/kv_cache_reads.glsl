@@ -42,11 +42,6 @@ uint pa_shared_chunks() { return min(PA_CACHE_NUM_K_CHUNKS, PA_SHARED_CHUNKS); }
 uint64_t pa_fetch_chunk_base() {
 #ifdef PA_CACHE_READ
   if (!(PA_CACHE_READ)) return 0ul;
-
-// The matrix kernels stage an e4m3 cache's values as value * 2^-8
-// (matrix_element.glsl: f16 bits by shifts, exact, and in bf16 modules
-// those converted exactly); their scales undo it.
-const float PA_STAGED_FP8_FACTOR = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? 256.0 : 1.0;
 #endif
   const uint n = pa_shared_chunks(), i = gl_LocalInvocationIndex;
   return i < 2u * n ? VkaChunkTable(PA_CACHE_CHUNK_TABLE).address[i < n ? i : PA_CACHE_NUM_K_CHUNKS + i - n] : 0ul;
@@ -54,11 +49,6 @@ const float PA_STAGED_FP8_FACTOR = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? 256.0 : 1.
 void pa_store_chunk_bases(uint64_t first) {
 #ifdef PA_CACHE_READ
   if (!(PA_CACHE_READ)) return;
-
-// The matrix kernels stage an e4m3 cache's values as value * 2^-8
-// (matrix_element.glsl: f16 bits by shifts, exact, and in bf16 modules
-// those converted exactly); their scales undo it.
-const float PA_STAGED_FP8_FACTOR = PA_CACHE_DTYPE == DTYPE_FP8_E4M3 ? 256.0 : 1.0;
 #endif
   const uint n = pa_shared_chunks(), i0 = gl_LocalInvocationIndex;
   if (i0 < 2u * n) pa_chunk_base[i0 < n ? i0 : PA_SHARED_CHUNKS + i0 - n] = first;
