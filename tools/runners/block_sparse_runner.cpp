@@ -338,11 +338,10 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     const uint64_t block_bytes = uint64_t(bs) * Hkv * D * dtype_size(cache_dtype);
     std::vector<KvCacheChunk> chunks;
     dc.cache_memory.reserve(nc);
-    for (uint32_t first = 0; first < cfg.num_blocks; first += per_chunk) {
-      const uint32_t n = std::min(per_chunk, cfg.num_blocks - first);
-      dc.cache_memory.emplace_back(ctx, std::max<uint64_t>(2 * n * block_bytes, 16));
+    for (uint32_t i = 0; i < nc; ++i) {
+      dc.cache_memory.emplace_back(ctx, 2 * per_chunk * block_bytes);
       chunks.push_back({.k_buffer = dc.cache_memory.back(), .v_buffer = dc.cache_memory.back(), .k_offset = 0,
-                        .v_offset = n * block_bytes, .num_blocks = n});
+                        .v_offset = per_chunk * block_bytes, .num_blocks = per_chunk});
     }
     dc.cache = std::make_unique<PagedKvCache>(ctx, cfg, chunks);
     std::vector<int32_t> order(cfg.num_blocks);
