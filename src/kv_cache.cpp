@@ -265,7 +265,7 @@ BlockAllocator& PagedKvCache::allocator() {
 // (KV_CHUNK_TABLE_SCALES_OFFSET), which block-sparse attention reads.
 void PagedKvCache::finish(Context& ctx) {
   context_id_ = impl_->id;
-  const uint32_t zeros_bytes = uint32_t(block_bytes_ / config_.num_kv_heads);   // one block of one head
+  const uint32_t zeros_bytes = KV_CHUNK_TABLE_ZEROS_BYTES(config_.block_size, config_.head_size, uint32_t(dtype_size(config_.dtype)));
   static_assert(KV_CHUNK_TABLE_ZEROS_OFFSET >= 2 * kMaxChunks * sizeof(uint64_t) &&
                 KV_CHUNK_TABLE_ZEROS_OFFSET % 16 == 0);
   const uint32_t scales = KV_CHUNK_TABLE_SCALES_OFFSET(zeros_bytes);

@@ -170,7 +170,7 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer BsC
 // (the push constants have no word left for them); 1 for K/V of q's dtype.
 float pa_decode_scale(bool is_value) {
   if (!PA_FP8_CACHE) return 1.0;
-  const uint zeros = PA_BLOCK_SIZE * PA_HEAD_SIZE * PA_ESIZE;   // one block of one head
+  const uint zeros = KV_CHUNK_TABLE_ZEROS_BYTES(PA_BLOCK_SIZE, PA_HEAD_SIZE, PA_ESIZE);
   return BsCacheScales(bs_chunk_table() + uint64_t(KV_CHUNK_TABLE_SCALES_OFFSET(zeros))).s[is_value ? 1 : 0];
 }
 // The factors the matrix kernels' scores and values take: the softmax

@@ -55,8 +55,10 @@ VKA_CONST(KV_MAX_CHUNKS, 64)
 // need no test for them and read finite values (kv_source.glsl). A macro,
 // not a VKA_CONST, so that the modules that do not use it stay as they were.
 #define KV_CHUNK_TABLE_ZEROS_OFFSET 1024u
+// The zeros' length in bytes: one block of one head.
+#define KV_CHUNK_TABLE_ZEROS_BYTES(BLOCK_SIZE, HEAD_SIZE, ESIZE) ((BLOCK_SIZE) * (HEAD_SIZE) * (ESIZE))
 // Where the cache's k_scale and v_scale (two f32) follow the zeros, whose
-// length in bytes is ZEROS_BYTES (one block of one head): for the kernels
+// length in bytes is ZEROS_BYTES (KV_CHUNK_TABLE_ZEROS_BYTES): for the kernels
 // whose push constants have no room for them (block-sparse attention over
 // an fp8 cache).
 #define KV_CHUNK_TABLE_SCALES_OFFSET(ZEROS_BYTES) (KV_CHUNK_TABLE_ZEROS_OFFSET + ((ZEROS_BYTES) + 15u) / 16u * 16u)
