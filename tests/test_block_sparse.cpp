@@ -469,6 +469,31 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   EXPECT_EQ(ctx().pipelines_created(), prepared);
 }
 
+// The prefill kernel holds one form of K/V views' loads per pipeline
+// (BS_VIEWS_FORM, chosen per run from Lkv and the views): prepare makes all
+// three, so that no run of the variant creates one, whatever its views.
+TEST_F(BlockSparseSmall, PrepareMakesEveryFormOfKvViewsLoads) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = v.kv_block_size = 64;
+  v.mods.all = kMaskCausal;
+  const bool matrix = block_sparse_attention_path(ctx(), v) != Path::scalar;
+  const size_t before = ctx().pipelines_created();
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  const size_t prepared = ctx().pipelines_created();
+  EXPECT_EQ(prepared, before + (matrix ? 3 : 1));
+  block_sparse_attention(ctx(), a_);   // Lkv 64: whole tiles
+  auto ragged = a_;                    // Lkv 40: a tile straddles it
+  ragged.k = TensorView::contiguous(qkv_, DType::f16, {B, H, 40, D}, B * H * L * D * 2);
+  ragged.v = TensorView::contiguous(qkv_, DType::f16, {B, H, 40, D}, 2 * B * H * L * D * 2);
+  block_sparse_attention(ctx(), ragged);
+  auto narrow = a_;                    // rows of 33 elements: 2-byte loads
+  narrow.k.strides = {H * L * 33, L * 33, 33, 1};
+  block_sparse_attention(ctx(), narrow);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
 // K/V from the paged cache: what the host refuses, the pipeline prepare
 // makes, and a block-table entry outside the cache, which the device reports.
 TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
@@ -603,7 +628,7 @@ TEST_F(BlockSparseSmall, DocumentMasksTakeTheDocumentModules) {
   v.mods.any = kMaskCausal | kMaskDocument;   // the mod among `any` counts too
   const size_t before = ctx().pipelines_created();
   prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
-  EXPECT_EQ(ctx().pipelines_created(), before + 1);
+  EXPECT_EQ(ctx().pipelines_created(), before + (matrix ? 3 : 1));   // (the matrix paths: a pipeline per form of K/V loads)
   EXPECT_EQ(made.created_of("block_sparse_documents"), matrix);
 }
 

@@ -331,16 +331,25 @@ float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
 // of the tile, a tile lies wholly before Lkv or wholly past it, and no
 // subgroup uses the tiles past it (pa_subgroup_skips), so their keys may
 // read any row (Lkv - 1's) and the test is left out (DEVELOPERS.md, "The
-// tile walk's divisions", prices it).
+// tile walk's divisions", prices it). The prefill kernel's pipeline holds
+// one of them (BS_VIEWS_FORM, the host's choice); the scalar kernel's
+// chooses per item.
 const uint PA_SRC_CACHE = 0u;
 const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
 const uint PA_SRC_SUFFIX_NARROW = 2u;
-bool bs_whole_tiles() { return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u; }
+bool bs_narrow_views() {
+  return BS_VIEWS_FORM == BS_VIEWS_NARROW || (BS_VIEWS_FORM == BS_VIEWS_AT_RUN_TIME && (pc.flags & BS_FLAG_NARROW_KV) != 0u);
+}
+bool bs_whole_tiles() {
+  if (BS_VIEWS_FORM == BS_VIEWS_WHOLE_TILES) return true;
+  if (BS_VIEWS_FORM == BS_VIEWS_ROWS) return false;   // (keys past Lkv located at no row: read as 0)
+  return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u;
+}
 // (The paged cache: PA_SRC_CACHE, its keys past Lkv located at the cache's zeros.)
 uint pa_key_source(PaItem it) {
   if (BS_PAGED_KV != 0u) return PA_SRC_CACHE;
-  return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
+  return bs_narrow_views() ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
 }
 // K/V views are "suffix" keys (q's dtype, staged as loaded); the cache's are
 // not (converted where the cache is fp8: matrix_element.glsl's elem8_from_key).
@@ -404,7 +413,7 @@ uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uin
 // what runs once after the key loop (block_sparse_nonfinite.glsl).
 uvec4 bs_value_raw8(PaItem it, int k, uint d) {
   if (BS_PAGED_KV != 0u) return pa_key_raw8(PA_SRC_CACHE, pa_key_at(it, true, k, pa_raw_block(it.seq, k)), true, k, it.kv_head, d);
-  return bs_raw8((pc.flags & BS_FLAG_NARROW_KV) != 0u, true, bs_key_row(it, true, k) + d);
+  return bs_raw8(bs_narrow_views(), true, bs_key_row(it, true, k) + d);
 }
 
 // Eight values of q's dtype as f32.

@@ -59,6 +59,16 @@ VKA_CONST(BS_FLAG_NARROW_KV, 2)            // K/V offsets or strides are not mul
 VKA_CONST(BS_FLAG_Q_WIDE, 4)               // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
 VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
 
+// How the prefill kernel loads K/V views (BS_VIEWS_FORM): one form per
+// pipeline, which the host chooses per dispatch from Lkv and the views'
+// alignment, so that the key loop holds one form of loads rather than a
+// branch between three (DEVELOPERS.md, "The views' load form as a
+// specialization constant"). The scalar kernel chooses per item (0).
+VKA_CONST(BS_VIEWS_AT_RUN_TIME, 0)         // from BS_FLAG_NARROW_KV and kv_len, per item
+VKA_CONST(BS_VIEWS_WHOLE_TILES, 1)         // 16-byte loads with no test: Lkv a nonzero multiple of the kernel's tile of keys (PA_BN), wide views
+VKA_CONST(BS_VIEWS_ROWS, 2)                // 16-byte loads, keys past Lkv read as 0: wide views
+VKA_CONST(BS_VIEWS_NARROW, 3)              // 2-byte loads: BS_FLAG_NARROW_KV's views
+
 // The core's constants (ids 0..23, as paged attention: head size, tile,
 // dtypes, LSE; the paged cache's are unused) and the op's own.
 #define BLOCK_SPARSE_SPEC(X)  \
@@ -69,7 +79,8 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(28, BS_WRITE_ROW_MAX, 0)  \
   X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
   X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
-  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */
+  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */ \
+  X(32, BS_VIEWS_FORM, 0)     /* the prefill kernel's loads of K/V views (BS_VIEWS_*); unused with BS_PAGED_KV */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).
