@@ -138,10 +138,13 @@ uint pa_q_bits(PaItem it, uint r, uint d) {
   return uint(q16[BS_Q_AT(it, r, d)]);
 }
 
+// Whether every view is wide (16-byte loads and stores), by the pipeline's form.
+bool bs_all_wide() { return BS_VIEWS_FORM != BS_VIEWS_AT_RUN_TIME; }
+
 #if PA_PREFILL_KERNEL
 // As paged_attention_io.glsl's, with BS_FLAG_Q_WIDE.
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16x8 { uvec4 q16x8[]; };
-bool pa_q_wide() { return (pc.flags & BS_FLAG_Q_WIDE) != 0u; }
+bool pa_q_wide() { return bs_all_wide() || (pc.flags & BS_FLAG_Q_WIDE) != 0u; }
 uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
   if (r >= it.row_count) return uvec4(0);
   const uint at = BS_Q_AT(it, r, d);
@@ -331,19 +334,17 @@ float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
 // of the tile, a tile lies wholly before Lkv or wholly past it, and no
 // subgroup uses the tiles past it (pa_subgroup_skips), so their keys may
 // read any row (Lkv - 1's) and the test is left out (DEVELOPERS.md, "The
-// tile walk's divisions", prices it). The prefill kernel's pipeline holds
-// one of them (BS_VIEWS_FORM, the host's choice); the scalar kernel's
-// chooses per item.
+// tile walk's divisions", prices it). A prefill pipeline of a wide form
+// (BS_VIEWS_FORM, the host's choice) holds one of the first two; the form
+// for narrow views, and the scalar kernel, choose per item.
 const uint PA_SRC_CACHE = 0u;
 const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
 const uint PA_SRC_SUFFIX_NARROW = 2u;
-bool bs_narrow_views() {
-  return BS_VIEWS_FORM == BS_VIEWS_NARROW || (BS_VIEWS_FORM == BS_VIEWS_AT_RUN_TIME && (pc.flags & BS_FLAG_NARROW_KV) != 0u);
-}
+bool bs_narrow_views() { return !bs_all_wide() && (pc.flags & BS_FLAG_NARROW_KV) != 0u; }
 bool bs_whole_tiles() {
-  if (BS_VIEWS_FORM == BS_VIEWS_WHOLE_TILES) return true;
-  if (BS_VIEWS_FORM == BS_VIEWS_ROWS) return false;   // (keys past Lkv located at no row: read as 0)
+  if (BS_VIEWS_FORM == BS_VIEWS_WIDE_WHOLE_TILES) return true;
+  if (BS_VIEWS_FORM == BS_VIEWS_WIDE) return false;   // (keys past Lkv located at no row: read as 0)
   return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u;
 }
 // (The paged cache: PA_SRC_CACHE, its keys past Lkv located at the cache's zeros.)
@@ -471,7 +472,7 @@ void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l
 // 16-byte store for a 16-bit output (f32: two) whose rows lie on 16-byte
 // words (BS_FLAG_OUT_WIDE), else one element at a time (paged_attention_io.glsl's).
 void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, float l, float factor) {
-  if ((pc.flags & BS_FLAG_OUT_WIDE) == 0u) {
+  if (!bs_all_wide() && (pc.flags & BS_FLAG_OUT_WIDE) == 0u) {
     [[unroll]] for (uint i = 0; i < 8u; ++i) pa_write_result_scaled(it, r, d + i, o[i], m, l, factor);
     return;
   }

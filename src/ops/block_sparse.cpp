@@ -134,9 +134,9 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
   throw Error(std::string(op) + ": " + std::string(e.what()).substr(kOp.size() + 2));
 }
 
-// views_form: the prefill kernel's loads of K/V views (abi::BS_VIEWS_*,
-// views_form_of), one per pipeline; the scalar kernel and the paged cache
-// take BS_VIEWS_AT_RUN_TIME.
+// views_form: the prefill kernel's loads and stores of its views
+// (abi::BS_VIEWS_*, views_form_of), one per pipeline; the scalar kernel
+// takes BS_VIEWS_AT_RUN_TIME.
 abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l, uint32_t views_form) {
   abi::BlockSparseSpec s;
   s.PA_HEAD_SIZE = v.head_size;
@@ -167,21 +167,24 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l, uint3
   return s;
 }
 
-// The forms of K/V views' loads a variant's runs may need: one for the
-// scalar kernel and the paged cache, three for the prefill kernel over views.
+// The forms of the views' loads and stores a variant's runs may need: one
+// for the scalar kernel, two for the prefill kernel over the paged cache,
+// three over K/V views.
 std::span<const uint32_t> views_forms(const BlockSparseVariant& v, const Launch& l) {
-  static constexpr uint32_t kAtRunTime[] = {abi::BS_VIEWS_AT_RUN_TIME};
-  static constexpr uint32_t kPrefill[] = {abi::BS_VIEWS_WHOLE_TILES, abi::BS_VIEWS_ROWS, abi::BS_VIEWS_NARROW};
-  if (l.path == Path::scalar || v.paged_kv_block_size) return kAtRunTime;
-  return kPrefill;
+  static constexpr uint32_t kScalar[] = {abi::BS_VIEWS_AT_RUN_TIME};
+  static constexpr uint32_t kPaged[] = {abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
+  static constexpr uint32_t kViews[] = {abi::BS_VIEWS_WIDE_WHOLE_TILES, abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
+  if (l.path == Path::scalar) return kScalar;
+  return v.paged_kv_block_size ? std::span<const uint32_t>(kPaged) : std::span<const uint32_t>(kViews);
 }
-// The form one run takes: 16-byte loads where the views' offsets and strides
-// allow them (wide), with no test of the keys where no tile of keys (l.bn)
-// straddles Lkv.
+// The form one run takes: 16-byte loads and stores where every view's
+// offset and strides allow them (wide: q, out, and k and v unless from the
+// paged cache), with no test of the keys where no tile of keys (l.bn)
+// straddles Lkv; else each chosen by the push constants' flags.
 uint32_t views_form_of(const BlockSparseVariant& v, const Launch& l, bool wide, int64_t kv_len) {
-  if (l.path == Path::scalar || v.paged_kv_block_size) return abi::BS_VIEWS_AT_RUN_TIME;
-  if (!wide) return abi::BS_VIEWS_NARROW;
-  return kv_len != 0 && kv_len % l.bn == 0 ? abi::BS_VIEWS_WHOLE_TILES : abi::BS_VIEWS_ROWS;
+  if (l.path == Path::scalar || !wide) return abi::BS_VIEWS_AT_RUN_TIME;
+  if (v.paged_kv_block_size) return abi::BS_VIEWS_WIDE;
+  return kv_len != 0 && kv_len % l.bn == 0 ? abi::BS_VIEWS_WIDE_WHOLE_TILES : abi::BS_VIEWS_WIDE;
 }
 
 const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec, const RegisteredVariant* custom) {
@@ -546,20 +549,20 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
   if (items == 0) return;
   if (items >= (1ull << 32)) fail("ceil(Lq / " + num(l.bm) + ") * B * Hq work items must be below 2^32");
-  const bool wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
-                               rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
-  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l, views_form_of(var, l, wide, Lkv)), custom);
+  const bool kv_wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
+                                  rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
+  const bool q_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)});
+  const bool out_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)});
+  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l, views_form_of(var, l, kv_wide && q_wide && out_wide, Lkv)), custom);
 
   abi::BlockSparsePush push{};
   const Grid grid = fold_grid(impl, items, kOp);
   push.num_workgroups = static_cast<uint32_t>(items);
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
-  if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
-  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)}))
-    push.flags |= abi::BS_FLAG_Q_WIDE;
-  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)}))
-    push.flags |= abi::BS_FLAG_OUT_WIDE;
+  if (!kv_wide) push.flags |= abi::BS_FLAG_NARROW_KV;
+  if (q_wide) push.flags |= abi::BS_FLAG_Q_WIDE;
+  if (out_wide) push.flags |= abi::BS_FLAG_OUT_WIDE;
   push.batch = static_cast<uint32_t>(B);
   set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));
