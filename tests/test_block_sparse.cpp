@@ -247,6 +247,31 @@ std::vector<Combo> combos() {
     add("gpu_window_narrow_rows_d128_s700", c, true);
   }
   {
+    // One view narrow at a time (rows 3 elements apart beyond the head): the
+    // prefill kernel's pipelines whose loads and stores are all wide
+    // (BS_VIEWS_FORM) must not take these runs; Lkv whole tiles and ragged,
+    // K/V views and the paged cache.
+    auto q = make("causal", 8, 2, 128, 512, 1024, 52);
+    q.token_padding = 3;
+    q.padded_views = "q";
+    q.lse = true;
+    add("gpu_narrow_q_only_whole_tiles_d128", q, true);
+    auto o = make("causal,window:300", 4, 4, 64, 700, 700, 53);
+    o.token_padding = 3;
+    o.padded_views = "o";
+    add("gpu_narrow_out_only_ragged_d64_s700", o, true);
+    auto v = make("causal", 4, 2, 128, 256, 512, 54);
+    v.token_padding = 5;
+    v.padded_views = "v";
+    add("gpu_narrow_v_only_whole_tiles_d128", v, true);
+    auto p = make("causal", 4, 2, 128, 384, 600, 55);
+    p.token_padding = 3;
+    p.padded_views = "q";
+    p.paged_kv = "nhd";
+    p.q_block = p.kv_block = 128;
+    add("gpu_paged_kv_nhd_narrow_q_d128", p, true);
+  }
+  {
     // Partial blocks only (no full lists bound), some rows listing none: the
     // prefill kernel reads no list entry for a row without blocks.
     auto c = make("random:0.1", 8, 2, 128, 1024, 1024, 21);
@@ -469,6 +494,35 @@ TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
   EXPECT_EQ(ctx().pipelines_created(), prepared);
 }
 
+// The prefill kernel holds one form of its views' loads and stores per
+// pipeline (BS_VIEWS_FORM, chosen per run from Lkv and the views): prepare
+// makes all three, so that no run of the variant creates one, whatever its
+// views.
+TEST_F(BlockSparseSmall, PrepareMakesEveryFormOfKvViewsLoads) {
+  BlockSparseVariant v;
+  v.num_q_heads = v.num_kv_heads = H;
+  v.head_size = D;
+  v.q_block_size = v.kv_block_size = 64;
+  v.mods.all = kMaskCausal;
+  const bool matrix = block_sparse_attention_path(ctx(), v) != Path::scalar;
+  const size_t before = ctx().pipelines_created();
+  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
+  const size_t prepared = ctx().pipelines_created();
+  EXPECT_EQ(prepared, before + (matrix ? 3 : 1));
+  block_sparse_attention(ctx(), a_);   // Lkv 64: whole tiles
+  auto ragged = a_;                    // Lkv 40: a tile straddles it
+  ragged.k = TensorView::contiguous(qkv_, DType::f16, {B, H, 40, D}, B * H * L * D * 2);
+  ragged.v = TensorView::contiguous(qkv_, DType::f16, {B, H, 40, D}, 2 * B * H * L * D * 2);
+  block_sparse_attention(ctx(), ragged);
+  auto narrow = a_;                    // K's rows 33 elements apart: 2-byte loads
+  narrow.k.strides = {H * L * 33, L * 33, 33, 1};
+  block_sparse_attention(ctx(), narrow);
+  narrow = a_;                         // q's only
+  narrow.q.strides = {H * L * 33, L * 33, 33, 1};
+  block_sparse_attention(ctx(), narrow);
+  EXPECT_EQ(ctx().pipelines_created(), prepared);
+}
+
 // K/V from the paged cache: what the host refuses, the pipeline prepare
 // makes, and a block-table entry outside the cache, which the device reports.
 TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
@@ -603,7 +657,7 @@ TEST_F(BlockSparseSmall, DocumentMasksTakeTheDocumentModules) {
   v.mods.any = kMaskCausal | kMaskDocument;   // the mod among `any` counts too
   const size_t before = ctx().pipelines_created();
   prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
-  EXPECT_EQ(ctx().pipelines_created(), before + 1);
+  EXPECT_EQ(ctx().pipelines_created(), before + (matrix ? 3 : 1));   // (the matrix paths: a pipeline per form of K/V loads)
   EXPECT_EQ(made.created_of("block_sparse_documents"), matrix);
 }
 

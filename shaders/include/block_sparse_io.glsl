@@ -138,10 +138,13 @@ uint pa_q_bits(PaItem it, uint r, uint d) {
   return uint(q16[BS_Q_AT(it, r, d)]);
 }
 
+// Whether every view is wide (16-byte loads and stores), by the pipeline's form.
+bool bs_all_wide() { return BS_VIEWS_FORM != BS_VIEWS_AT_RUN_TIME; }
+
 #if PA_PREFILL_KERNEL
 // As paged_attention_io.glsl's, with BS_FLAG_Q_WIDE.
 layout(set = 0, binding = BS_BINDING_Q, std430) readonly buffer BsQ16x8 { uvec4 q16x8[]; };
-bool pa_q_wide() { return (pc.flags & BS_FLAG_Q_WIDE) != 0u; }
+bool pa_q_wide() { return bs_all_wide() || (pc.flags & BS_FLAG_Q_WIDE) != 0u; }
 uvec4 pa_q_raw8(PaItem it, uint r, uint d, bool wide) {
   if (r >= it.row_count) return uvec4(0);
   const uint at = BS_Q_AT(it, r, d);
@@ -331,16 +334,23 @@ float pa_item_logit(PaItem it, uint row, int k, float s, int t) {
 // of the tile, a tile lies wholly before Lkv or wholly past it, and no
 // subgroup uses the tiles past it (pa_subgroup_skips), so their keys may
 // read any row (Lkv - 1's) and the test is left out (DEVELOPERS.md, "The
-// tile walk's divisions", prices it).
+// tile walk's divisions", prices it). A prefill pipeline of a wide form
+// (BS_VIEWS_FORM, the host's choice) holds one of the first two; the form
+// for narrow views, and the scalar kernel, choose per item.
 const uint PA_SRC_CACHE = 0u;
 const uint BS_SRC_ROWS = PA_SRC_CACHE;
 const uint PA_SRC_SUFFIX = 1u;
 const uint PA_SRC_SUFFIX_NARROW = 2u;
-bool bs_whole_tiles() { return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u; }
+bool bs_narrow_views() { return !bs_all_wide() && (pc.flags & BS_FLAG_NARROW_KV) != 0u; }
+bool bs_whole_tiles() {
+  if (BS_VIEWS_FORM == BS_VIEWS_WIDE_WHOLE_TILES) return true;
+  if (BS_VIEWS_FORM == BS_VIEWS_WIDE) return false;   // (keys past Lkv located at no row: read as 0)
+  return pc.kv_len != 0u && pc.kv_len % PA_BN == 0u;
+}
 // (The paged cache: PA_SRC_CACHE, its keys past Lkv located at the cache's zeros.)
 uint pa_key_source(PaItem it) {
   if (BS_PAGED_KV != 0u) return PA_SRC_CACHE;
-  return (pc.flags & BS_FLAG_NARROW_KV) != 0u ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
+  return bs_narrow_views() ? PA_SRC_SUFFIX_NARROW : bs_whole_tiles() ? BS_SRC_ROWS : PA_SRC_SUFFIX;
 }
 // K/V views are "suffix" keys (q's dtype, staged as loaded); the cache's are
 // not (converted where the cache is fp8: matrix_element.glsl's elem8_from_key).
@@ -404,7 +414,7 @@ uvec4 kv_source_raw8(uint src, uint64_t at, bool is_value, int k, uint head, uin
 // what runs once after the key loop (block_sparse_nonfinite.glsl).
 uvec4 bs_value_raw8(PaItem it, int k, uint d) {
   if (BS_PAGED_KV != 0u) return pa_key_raw8(PA_SRC_CACHE, pa_key_at(it, true, k, pa_raw_block(it.seq, k)), true, k, it.kv_head, d);
-  return bs_raw8((pc.flags & BS_FLAG_NARROW_KV) != 0u, true, bs_key_row(it, true, k) + d);
+  return bs_raw8(bs_narrow_views(), true, bs_key_row(it, true, k) + d);
 }
 
 // Eight values of q's dtype as f32.
@@ -462,7 +472,7 @@ void pa_write_result_scaled(PaItem it, uint r, uint d, float o, float m, float l
 // 16-byte store for a 16-bit output (f32: two) whose rows lie on 16-byte
 // words (BS_FLAG_OUT_WIDE), else one element at a time (paged_attention_io.glsl's).
 void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, float l, float factor) {
-  if ((pc.flags & BS_FLAG_OUT_WIDE) == 0u) {
+  if (!bs_all_wide() && (pc.flags & BS_FLAG_OUT_WIDE) == 0u) {
     [[unroll]] for (uint i = 0; i < 8u; ++i) pa_write_result_scaled(it, r, d + i, o[i], m, l, factor);
     return;
   }

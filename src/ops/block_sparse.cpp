@@ -134,7 +134,10 @@ void check_variant(const BlockSparseVariant& v, std::string_view op = kOp) try {
   throw Error(std::string(op) + ": " + std::string(e.what()).substr(kOp.size() + 2));
 }
 
-abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
+// views_form: the prefill kernel's loads and stores of its views
+// (abi::BS_VIEWS_*, views_form_of), one per pipeline; the scalar kernel
+// takes BS_VIEWS_AT_RUN_TIME.
+abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l, uint32_t views_form) {
   abi::BlockSparseSpec s;
   s.PA_HEAD_SIZE = v.head_size;
   s.PA_NUM_KV_HEADS = v.num_kv_heads;
@@ -154,6 +157,7 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
   s.BS_SCORE_MODS = v.mods.score;
   s.BS_WRITE_ROW_MAX = v.row_max;
   s.BS_V_HEAD_SIZE = v.v_head_size && v.v_head_size != v.head_size ? v.v_head_size : 0;
+  s.BS_VIEWS_FORM = views_form;
   if (v.paged_kv_block_size) {
     s.BS_PAGED_KV = 1;
     s.PA_BLOCK_SIZE = v.paged_kv_block_size;
@@ -161,6 +165,26 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l) {
     if (v.paged_kv_dtype) s.PA_CACHE_DTYPE = static_cast<uint32_t>(*v.paged_kv_dtype);   // (fp8: block_sparse_io.glsl decodes it)
   }
   return s;
+}
+
+// The forms of the views' loads and stores a variant's runs may need: one
+// for the scalar kernel, two for the prefill kernel over the paged cache,
+// three over K/V views.
+std::span<const uint32_t> views_forms(const BlockSparseVariant& v, const Launch& l) {
+  static constexpr uint32_t kScalar[] = {abi::BS_VIEWS_AT_RUN_TIME};
+  static constexpr uint32_t kPaged[] = {abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
+  static constexpr uint32_t kViews[] = {abi::BS_VIEWS_WIDE_WHOLE_TILES, abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
+  if (l.path == Path::scalar) return kScalar;
+  return v.paged_kv_block_size ? std::span<const uint32_t>(kPaged) : std::span<const uint32_t>(kViews);
+}
+// The form one run takes: 16-byte loads and stores where every view's
+// offset and strides allow them (wide: q, out, and k and v unless from the
+// paged cache), with no test of the keys where no tile of keys (l.bn)
+// straddles Lkv; else each chosen by the push constants' flags.
+uint32_t views_form_of(const BlockSparseVariant& v, const Launch& l, bool wide, int64_t kv_len) {
+  if (l.path == Path::scalar || !wide) return abi::BS_VIEWS_AT_RUN_TIME;
+  if (v.paged_kv_block_size) return abi::BS_VIEWS_WIDE;
+  return kv_len != 0 && kv_len % l.bn == 0 ? abi::BS_VIEWS_WIDE_WHOLE_TILES : abi::BS_VIEWS_WIDE;
 }
 
 const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec, const RegisteredVariant* custom) {
@@ -407,7 +431,7 @@ void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVar
     check_variant(v, "prepare_block_sparse_attention");
     const RegisteredVariant* custom = custom_variant(v.custom_mods, "prepare_block_sparse_attention");
     const Launch l = choose_launch(ctx, v, custom);
-    pipeline_of(impl, l.path, spec_of(v, l), custom);
+    for (const uint32_t form : views_forms(v, l)) pipeline_of(impl, l.path, spec_of(v, l, form), custom);
   }
 }
 
@@ -525,20 +549,20 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
   if (items == 0) return;
   if (items >= (1ull << 32)) fail("ceil(Lq / " + num(l.bm) + ") * B * Hq work items must be below 2^32");
-  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l), custom);
+  const bool kv_wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
+                                  rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
+  const bool q_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)});
+  const bool out_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)});
+  const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l, views_form_of(var, l, kv_wide && q_wide && out_wide, Lkv)), custom);
 
   abi::BlockSparsePush push{};
   const Grid grid = fold_grid(impl, items, kOp);
   push.num_workgroups = static_cast<uint32_t>(items);
   push.grid_x = grid.x;
   push.flags = m.full_kv_num_blocks ? abi::BS_FLAG_FULL_BLOCKS : 0;
-  const bool wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
-                               rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
-  if (!wide) push.flags |= abi::BS_FLAG_NARROW_KV;
-  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)}))
-    push.flags |= abi::BS_FLAG_Q_WIDE;
-  if (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)}))
-    push.flags |= abi::BS_FLAG_OUT_WIDE;
+  if (!kv_wide) push.flags |= abi::BS_FLAG_NARROW_KV;
+  if (q_wide) push.flags |= abi::BS_FLAG_Q_WIDE;
+  if (out_wide) push.flags |= abi::BS_FLAG_OUT_WIDE;
   push.batch = static_cast<uint32_t>(B);
   set_mask_push(push, ms, m, Lq, Lkv, mv, q_offset, bindings);
   push.q_batch_stride = static_cast<uint32_t>(a.q.stride(0));

@@ -300,11 +300,13 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   const auto& mask = d.mask;
   // q, K, V as stored (random, rounded to the dtype), rows padded apart.
   const ref::ElemType et = ref::elem_type(dtype_name(c.dtype));
-  // Rows of q and K (D elements) and of V and out (Dv), padded apart.
-  const uint64_t esz = dtype_size(c.dtype), row = Dv + c.token_padding;
+  // Rows of q and K (D elements) and of V and out (Dv), padded apart
+  // (token_padding, for the views padded_views names).
+  auto padding = [&](char view) { return c.padded_views.find(view) == std::string::npos ? 0u : c.token_padding; };
+  const uint64_t esz = dtype_size(c.dtype), row = Dv + padding('o');
   dc.row = row;
-  auto make = [&](Buffer& buf, uint64_t batches, uint64_t heads, int64_t len, const std::vector<double>& exact, uint32_t dims) {
-    const uint64_t rows_ = batches * heads * uint64_t(len), drow = dims + c.token_padding;
+  auto make = [&](Buffer& buf, char view, uint64_t batches, uint64_t heads, int64_t len, const std::vector<double>& exact, uint32_t dims) {
+    const uint64_t rows_ = batches * heads * uint64_t(len), drow = dims + padding(view);
     buf = Buffer(ctx, std::max<uint64_t>(rows_ * drow * esz, 16));
     if (exact.empty()) {   // about 0.1 and 0.2 in f16 or bf16
       buf.fill(c.dtype == DType::bf16 ? 0x3DCD3E4Du : 0x2E663266u);
@@ -315,12 +317,12 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     const auto bytes = ref::encode_values(et, padded);
     if (!bytes.empty()) buf.upload(bytes.data(), bytes.size());
   };
-  make(dc.qb, B, Hq, Lq, d.q, D);
+  make(dc.qb, 'q', B, Hq, Lq, d.q, D);
   std::vector<int32_t> table;   // with paged_kv: [B, columns + 1]
   uint32_t columns = 0;
   if (c.paged_kv.empty()) {
-    make(dc.kb, Bkv, Hkv, Lkv, d.k, D);
-    make(dc.vb, Bkv, Hkv, Lkv, d.v, Dv);
+    make(dc.kb, 'k', Bkv, Hkv, Lkv, d.k, D);
+    make(dc.vb, 'v', Bkv, Hkv, Lkv, d.v, Dv);
   } else {
     if (Bkv != B || Dv != D)
       throw Error("paged_kv: the case needs K/V per batch (no broadcast) and one head size");
@@ -367,8 +369,8 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
       dc.cache->write_blocks(part, 0, ref::encode_values(ref::elem_type(dtype_name(cache_dtype)), elems));
     }
   }
-  auto strided = [&](const Buffer& buf, DType t, int64_t b, int64_t h, int64_t len, uint32_t dims) {
-    const int64_t r = dims + c.token_padding;
+  auto strided = [&](const Buffer& buf, char v, DType t, int64_t b, int64_t h, int64_t len, uint32_t dims) {
+    const int64_t r = dims + padding(v);
     TensorView view = TensorView::contiguous(buf, t, {b, h, len, int64_t(dims)});
     view.strides = {h * len * r, len * r, r, 1};
     return view;
@@ -399,7 +401,7 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
   for (Buffer* b : {&dc.ob, &dc.lb, &dc.mb}) b->fill(0xFFFFFFFFu);
 
   BlockSparseArgs& a = dc.a;
-  a.q = strided(dc.qb, c.dtype, B, Hq, Lq, D);
+  a.q = strided(dc.qb, 'q', c.dtype, B, Hq, Lq, D);
   if (dc.cache) {
     BlockSparsePagedKv p;
     p.cache = dc.cache.get();
@@ -408,10 +410,10 @@ void make_device_case(Context& ctx, const BlockSparseCase& c, const CaseData& d,
     p.kv_len = Lkv;
     a.paged_kv = p;
   } else {
-    a.k = strided(dc.kb, c.dtype, Bkv, Hkv, Lkv, D);
-    a.v = strided(dc.vb, c.dtype, Bkv, Hkv, Lkv, Dv);
+    a.k = strided(dc.kb, 'k', c.dtype, Bkv, Hkv, Lkv, D);
+    a.v = strided(dc.vb, 'v', c.dtype, Bkv, Hkv, Lkv, Dv);
   }
-  a.out = strided(dc.ob, c.out_dtype, B, Hq, Lq, Dv);
+  a.out = strided(dc.ob, 'o', c.out_dtype, B, Hq, Lq, Dv);
   if (c.lse) a.lse = TensorView::contiguous(dc.lb, DType::f32, {B, Hq, Lq});
   if (c.row_max) a.row_max = TensorView::contiguous(dc.mb, DType::f32, {B, Hq, Lq});
   const int64_t QB = mask.q_blocks, KB = mask.kv_blocks, Sz = mask.sz, Sh = mask.sh;

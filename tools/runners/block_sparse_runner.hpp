@@ -39,6 +39,7 @@ struct BlockSparseCase {
   DType dtype = DType::f16, out_dtype = DType::f16;
   bool lse = false, row_max = false;
   uint32_t token_padding = 0;                // elements between q/K/V/out token rows (strided views)
+  std::string padded_views = "qkvo";         // the views token_padding applies to: q, k, v, o(ut)
   float scale = 0;                           // 0: 1 / sqrt(head_size)
   // K/V from a paged cache of this layout (BlockSparseArgs::paged_kv), "" for
   // the k and v views: blocks of paged_kv_block_size tokens, each batch's in

@@ -59,6 +59,17 @@ VKA_CONST(BS_FLAG_NARROW_KV, 2)            // K/V offsets or strides are not mul
 VKA_CONST(BS_FLAG_Q_WIDE, 4)               // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
 VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
 
+// How the prefill kernel loads its views (BS_VIEWS_FORM): one form per
+// pipeline, which the host chooses per dispatch from Lkv and the views'
+// alignment, so that the key loop holds one form of K/V loads rather than a
+// branch between three, and Q's loads and the results' stores one form each
+// (DEVELOPERS.md, "The views' load form as a specialization constant").
+// Views whose offsets or strides are not multiples of 8 elements are rare:
+// they take the form that chooses by the flags. The scalar kernel's is that.
+VKA_CONST(BS_VIEWS_AT_RUN_TIME, 0)         // by BS_FLAG_NARROW_KV, _Q_WIDE, _OUT_WIDE and kv_len, per item
+VKA_CONST(BS_VIEWS_WIDE_WHOLE_TILES, 1)    // q, k, v and out wide (16-byte loads and stores); Lkv a nonzero multiple of the kernel's tile of keys (PA_BN): no test of the keys
+VKA_CONST(BS_VIEWS_WIDE, 2)                // q, k, v (or the paged cache) and out wide; keys past Lkv read as 0
+
 // The core's constants (ids 0..23, as paged attention: head size, tile,
 // dtypes, LSE; the paged cache's are unused) and the op's own.
 #define BLOCK_SPARSE_SPEC(X)  \
@@ -69,7 +80,8 @@ VKA_CONST(BS_FLAG_OUT_WIDE, 8)             // out's offset and strides are multi
   X(28, BS_WRITE_ROW_MAX, 0)  \
   X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
   X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
-  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */
+  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */ \
+  X(32, BS_VIEWS_FORM, 0)     /* the prefill kernel's loads and stores of its views (BS_VIEWS_*) */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).
