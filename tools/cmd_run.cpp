@@ -137,6 +137,9 @@ int cmd_run(const std::vector<std::string>& args) {
     f.parse(rest);
     if (f.help_requested()) { std::cout << f.help(); return 0; }
     c.paged_kv = paged_kv == "none" ? "" : paged_kv;
+    for (const char* flag : {"cache-block-size", "cache-chunks"})
+      if (c.paged_kv.empty() && f.was_set(flag))
+        throw Error(std::string("--") + flag + " needs --paged-kv (the K/V views have no cache)");
     c.paged_kv_block_size = uint32_t(cache_block);
     c.paged_kv_chunks = uint32_t(cache_chunks);
     if (cache_dtype != "same") {
