@@ -157,7 +157,10 @@ struct BlockSparseVariant {
 // it divides).
 Path block_sparse_attention_path(const Context& ctx, const BlockSparseVariant& variant);
 
-// Creates the pipelines these variants need (before the first step).
+// Creates the pipelines these variants need (before the first step): on
+// the matrix paths three per variant over K/V views and two over the paged
+// cache, one for each form of the views' loads a run may take (chosen per
+// run from Lkv and the views' alignment); one on the scalar path.
 // Throws vkattn::Error for a variant the kernels cannot run.
 void prepare_block_sparse_attention(Context& ctx, std::span<const BlockSparseVariant> variants);
 
