@@ -478,32 +478,25 @@ class BlockSparseSmall : public VkTest {
     a_.mask.q_block_size = a_.mask.kv_block_size = 64;
     a_.mods.all = kMaskCausal;
   }
+  // The variant a_ runs (causal, blocks of 64).
+  static BlockSparseVariant variant() {
+    BlockSparseVariant v;
+    v.num_q_heads = v.num_kv_heads = H;
+    v.head_size = D;
+    v.q_block_size = v.kv_block_size = 64;
+    v.mods.all = kMaskCausal;
+    return v;
+  }
   Buffer qkv_, meta_;
   BlockSparseArgs a_;
 };
-
-TEST_F(BlockSparseSmall, PrepareMakesThePipelineARunNeeds) {
-  BlockSparseVariant v;
-  v.num_q_heads = v.num_kv_heads = H;
-  v.head_size = D;
-  v.q_block_size = v.kv_block_size = 64;
-  v.mods.all = kMaskCausal;
-  prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
-  const size_t prepared = ctx().pipelines_created();
-  block_sparse_attention(ctx(), a_);
-  EXPECT_EQ(ctx().pipelines_created(), prepared);
-}
 
 // The prefill kernel holds one form of its views' loads and stores per
 // pipeline (BS_VIEWS_FORM, chosen per run from Lkv and the views): prepare
 // makes all three, so that no run of the variant creates one, whatever its
 // views.
 TEST_F(BlockSparseSmall, PrepareMakesEveryFormOfKvViewsLoads) {
-  BlockSparseVariant v;
-  v.num_q_heads = v.num_kv_heads = H;
-  v.head_size = D;
-  v.q_block_size = v.kv_block_size = 64;
-  v.mods.all = kMaskCausal;
+  const BlockSparseVariant v = variant();
   const bool matrix = block_sparse_attention_path(ctx(), v) != Path::scalar;
   const size_t before = ctx().pipelines_created();
   prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
@@ -536,11 +529,7 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   a.paged_kv = BlockSparsePagedKv{&cache, TensorView::contiguous(table, DType::i32, {B, 4}), L};
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "are given with paged_kv", "expected them empty");
   a.k = a.v = TensorView{};
-  BlockSparseVariant v;
-  v.num_q_heads = v.num_kv_heads = H;
-  v.head_size = D;
-  v.q_block_size = v.kv_block_size = 64;
-  v.mods.all = kMaskCausal;
+  BlockSparseVariant v = variant();
   v.paged_kv_block_size = 16;
   {
     auto views = v;   // the cache runs where K/V views do
@@ -623,12 +612,8 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
 // prepared for blocks of 128 does not serve a mask of 64-key blocks, even
 // where both take the same tiles.
 TEST_F(BlockSparseSmall, TheKvBlockSizeIsPartOfThePipeline) {
-  BlockSparseVariant v;
-  v.num_q_heads = v.num_kv_heads = H;
-  v.head_size = D;
-  v.q_block_size = 64;
+  BlockSparseVariant v = variant();
   v.kv_block_size = 128;
-  v.mods.all = kMaskCausal;
   prepare_block_sparse_attention(ctx(), std::span<const BlockSparseVariant>(&v, 1));
   const size_t prepared = ctx().pipelines_created();
   block_sparse_attention(ctx(), a_);   // kv blocks of 64
@@ -639,10 +624,7 @@ TEST_F(BlockSparseSmall, TheKvBlockSizeIsPartOfThePipeline) {
 // memory (block_sparse_documents), on the matrix paths; other masks, and the
 // scalar kernel for every mask, take block_sparse.
 TEST_F(BlockSparseSmall, DocumentMasksTakeTheDocumentModules) {
-  BlockSparseVariant v;
-  v.num_q_heads = v.num_kv_heads = H;
-  v.head_size = D;
-  v.q_block_size = v.kv_block_size = 64;
+  BlockSparseVariant v = variant();
   v.mods.all = kMaskCausal | kMaskDocument;
   const bool matrix = block_sparse_attention_path(ctx(), v) != Path::scalar;
   const detail::Pipelines& made = *ctx().impl().pipelines;
