@@ -167,16 +167,6 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l, uint3
   return s;
 }
 
-// The forms of the views' loads and stores a variant's runs may need: one
-// for the scalar kernel, two for the prefill kernel over the paged cache,
-// three over K/V views.
-std::span<const uint32_t> views_forms(const BlockSparseVariant& v, const Launch& l) {
-  static constexpr uint32_t kScalar[] = {abi::BS_VIEWS_AT_RUN_TIME};
-  static constexpr uint32_t kPaged[] = {abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
-  static constexpr uint32_t kViews[] = {abi::BS_VIEWS_WIDE_WHOLE_TILES, abi::BS_VIEWS_WIDE, abi::BS_VIEWS_AT_RUN_TIME};
-  if (l.path == Path::scalar) return kScalar;
-  return v.paged_kv_block_size ? std::span<const uint32_t>(kPaged) : std::span<const uint32_t>(kViews);
-}
 // The form one run takes: 16-byte loads and stores where every view's
 // offset and strides allow them (wide: q, out, and k and v unless from the
 // paged cache), with no test of the keys where no tile of keys (l.bn)
@@ -185,6 +175,17 @@ uint32_t views_form_of(const BlockSparseVariant& v, const Launch& l, bool wide, 
   if (l.path == Path::scalar || !wide) return abi::BS_VIEWS_AT_RUN_TIME;
   if (v.paged_kv_block_size) return abi::BS_VIEWS_WIDE;
   return kv_len != 0 && kv_len % l.bn == 0 ? abi::BS_VIEWS_WIDE_WHOLE_TILES : abi::BS_VIEWS_WIDE;
+}
+// Every form a variant's runs may take (views_form_of over wide and narrow
+// views, whole and ragged tiles), each once: the pipelines prepare makes.
+std::vector<uint32_t> views_forms(const BlockSparseVariant& v, const Launch& l) {
+  std::vector<uint32_t> forms;
+  for (const bool wide : {true, false})
+    for (const int64_t kv_len : {int64_t(l.bn), int64_t(l.bn) + 1}) {
+      const uint32_t f = views_form_of(v, l, wide, kv_len);
+      if (std::find(forms.begin(), forms.end(), f) == forms.end()) forms.push_back(f);
+    }
+  return forms;
 }
 
 const Pipeline& pipeline_of(ContextImpl& impl, Path path, const abi::BlockSparseSpec& spec, const RegisteredVariant* custom) {
@@ -549,10 +550,12 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   const uint64_t items = uint64_t((Lq + l.bm - 1) / l.bm) * uint64_t(B) * uint64_t(Hq);
   if (items == 0) return;
   if (items >= (1ull << 32)) fail("ceil(Lq / " + num(l.bm) + ") * B * Hq work items must be below 2^32");
-  const bool kv_wide = paged || (rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_K), {a.k.stride(0), a.k.stride(1), a.k.stride(2)}) &&
-                                  rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_V), {a.v.stride(0), a.v.stride(1), a.v.stride(2)}));
-  const bool q_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_Q), {a.q.stride(0), a.q.stride(1), a.q.stride(2)});
-  const bool out_wide = rows_of_8_on_words(bindings.offset_of(abi::BS_BINDING_OUT), {a.out.stride(0), a.out.stride(1), a.out.stride(2)});
+  // Whether a bound view's rows of 8 elements lie on 16-byte words.
+  auto wide_rows = [&](uint32_t binding, const TensorView& t) {
+    return rows_of_8_on_words(bindings.offset_of(binding), {t.stride(0), t.stride(1), t.stride(2)});
+  };
+  const bool kv_wide = paged || (wide_rows(abi::BS_BINDING_K, a.k) && wide_rows(abi::BS_BINDING_V, a.v));
+  const bool q_wide = wide_rows(abi::BS_BINDING_Q, a.q), out_wide = wide_rows(abi::BS_BINDING_OUT, a.out);
   const Pipeline& pipe = pipeline_of(impl, l.path, spec_of(var, l, views_form_of(var, l, kv_wide && q_wide && out_wide, Lkv)), custom);
 
   abi::BlockSparsePush push{};
