@@ -9,7 +9,7 @@
 // of floats loaded as an accumulator read wrong values in one module and
 // right ones in another that differed only in other shared declarations;
 // the same table as vec4s read right in both. DEVELOPERS.md, "Block-sparse
-// masks as matrices".) With 16-byte elements every element offset and stride
+// masks as matrices, tried".) With 16-byte elements every element offset and stride
 // in elements is a multiple of 16 bytes. Read from the embedded SPIR-V, on
 // any machine.
 #include "spirv_workgroup_memory.hpp"
