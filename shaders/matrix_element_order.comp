@@ -23,24 +23,33 @@
 layout(local_size_x = 32) in;
 layout(set = 0, binding = 1, std430) writeonly buffer Out { uint words[]; };
 
-shared ELEM table[256];
-shared float table32[256];
+// The tables in 16-byte elements, as the kernels' (tests/test_shared_matrix_alignment.cpp):
+// table holds ELEM pairs (rows of 16 ELEMs: 2 uvec4s), table32 floats (rows: 4 vec4s).
+shared uvec4 table[32];
+shared vec4 table32[64];
+
+// ELEMs a and b (each exact in f16 and bf16) as one word, a in the low half.
+uint elem_pair(float a, float b) {
+#if MEO_BF16
+  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
+#else
+  return packHalf2x16(vec2(a, b));
+#endif
+}
 
 void main() {
   const uint lane = gl_LocalInvocationIndex;
-  for (uint i = lane; i < 256u; i += 32u) {
-    table[i] = ELEM(float(i));   // exact in f16 and bf16
-    table32[i] = float(i);
-  }
+  for (uint w = lane; w < 128u; w += 32u) table[w / 4u][w % 4u] = elem_pair(float(2u * w), float(2u * w + 1u));
+  for (uint i = lane; i < 256u; i += 32u) table32[i / 4u][i % 4u] = float(i);
   barrier();
   coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m;
-  coopMatLoad(m, table, 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(m, table, 0u, 2u, gl_CooperativeMatrixLayoutRowMajor);
   const uint n = uint(m.length());
   if (lane == 0u) words[0] = n;
   for (uint i = 0u; i < n && i < MEO_ELEMENTS; ++i) words[1u + lane * MEO_ELEMENTS + i] = uint(float(m[i]));
   // An f32 accumulator (the prefill kernel's S), after A's words.
   coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc;
-  coopMatLoad(acc, table32, 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(acc, table32, 0u, 4u, gl_CooperativeMatrixLayoutRowMajor);
   const uint na = uint(acc.length());
   if (lane == 0u) words[MEO_ACC_WORDS] = na;
   for (uint i = 0u; i < na && i < MEO_ELEMENTS; ++i) words[MEO_ACC_WORDS + 1u + lane * MEO_ELEMENTS + i] = uint(acc[i]);

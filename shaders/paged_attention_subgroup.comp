@@ -319,8 +319,14 @@ const uint ZEROS_AFTER = 16u * PA_BM > P_AT + 8u * TR ? 16u * PA_BM - P_AT - 8u 
 #else
 const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * PA_BM;
 #endif
-shared uint sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS];
-shared float row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 16u];     // per subgroup: a factor per row
+// Matrices move through arrays of 16-byte elements, so that every pointer
+// and stride lies on 16 bytes (tests/test_shared_matrix_alignment.cpp says
+// why); scalars through SP_WORD and ROW_SCALE. (SP_WORDS and every offset
+// of a matrix in it are multiples of 8 words: abi/paged_attention.h.)
+shared uvec4 sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS / 4u];
+shared vec4 row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 4u];     // per subgroup: a factor per row
+#define SP_WORD(i) sp_tile[(i) / 4u][(i) % 4u]
+#define ROW_SCALE(i) row_scale[(i) / 4u][(i) % 4u]
 // Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles the
 // bytes this saves are part of what lets 2 workgroups of 4 share an SM's 48
 // KiB at GQA 4 and 8 (abi/paged_attention.h counts them).
@@ -648,7 +654,7 @@ void main() {
 
 #if PA_MATRIX_BF16
   if (PACK)   // P^T's zero columns past S^T, which no store overwrites (ordered by stage_tile's sync)
-    for (uint w = 16u * BM + lane; w < SP; w += SG) sp_tile[warp * SP + w] = 0u;
+    for (uint w = 16u * BM + lane; w < SP; w += SG) SP_WORD(warp * SP + w) = 0u;
 #endif
   bool staged_nonfinite = false;   // a non-finite V value was staged as 0 (rows of several tokens)
   uvec4 kraw[8], vraw[8];   // HEAD_HALVES: the next two half tiles, in turn
@@ -709,7 +715,7 @@ void main() {
         s = coopMatMulAdd(ka, qb, s);
       }
     }
-    coopMatStore(s, sp_tile, warp * SP, 16u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
+    coopMatStore(s, sp_tile, warp * SP / 4u, 4u, gl_CooperativeMatrixLayoutColumnMajor);   // [row][key]
     uvec4 vhold[8];   // STAGE_HALVES: this tile's V pieces, whose high halves are staged after P V's first half
     if (REGISTER_MATRICES) {
       // (V's matrices are built from vc0..vc3 at P V.)
@@ -753,7 +759,7 @@ void main() {
       const int k_pos = k0 + int(my_c0 + c);
       // The scale and the row's position are read here, not held through the
       // loop: 2 registers fewer (168 on an H200, which fits 12 subgroups per SM).
-      const float sc = uintBitsToFloat(sp_tile[warp * SP + my_row * 16u + my_c0 + c]) * pa_score_scale(it);
+      const float sc = uintBitsToFloat(SP_WORD(warp * SP + my_row * 16u + my_c0 + c)) * pa_score_scale(it);
       const int q_pos = row_qpos[my_row];
       x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
       tile_max = max(tile_max, x[c]);
@@ -764,7 +770,7 @@ void main() {
     [[unroll]] for (uint c = 0; c < CPL_MAX; c += 2u) {
       if (c >= CPL) break;
       const float p0 = float(ELEM(vka_exp_diff(x[c], m))), p1 = float(ELEM(vka_exp_diff(x[c + 1u], m)));
-      sp_tile[warp * SP + P_AT + (my_row * 16u + my_c0 + c) / 2u] = elem_pair_bits(p0, p1);
+      SP_WORD(warp * SP + P_AT + (my_row * 16u + my_c0 + c) / 2u) = elem_pair_bits(p0, p1);
       sum += p0 + p1;   // the rounded P that P V uses
     }
     for (uint off = 1u; off < LPR; off <<= 1) sum += subgroupShuffleXor(sum, off);
@@ -774,13 +780,13 @@ void main() {
       [[unroll]] for (uint i = 0; i < 16u; ++i) {
         const uint w = lane + i * SG;
         if (w >= ZEROS_BEFORE + ZEROS_AFTER) break;
-        sp_tile[warp * SP + (w < ZEROS_BEFORE ? P_PAD_AT + w : P_AT + 8u * TR + (w - ZEROS_BEFORE))] = 0u;
+        SP_WORD(warp * SP + (w < ZEROS_BEFORE ? P_PAD_AT + w : P_AT + 8u * TR + (w - ZEROS_BEFORE))) = 0u;
       }
     }
     // alpha for every column of row my_row: one per slice group
-    if (lane % LPR < GO) row_scale[warp * 16u + (lane % LPR) * TR + my_row] = alpha;
+    if (lane % LPR < GO) ROW_SCALE(warp * 16u + (lane % LPR) * TR + my_row) = alpha;
 #else
-    if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = alpha;
+    if (lane % LPR == 0u) ROW_SCALE(warp * 16u + my_row) = alpha;
 #endif
     // Rows that saw no key yet (m = -inf, alpha 0) have nothing to rescale.
     const bool rescale = !subgroupAll(alpha == 1.0 || m == VKA_NEG_INF);
@@ -788,16 +794,16 @@ void main() {
 #if PA_MATRIX_BF16
     if (rescale) {
       MatC am;   // element (d, c) = alpha of column c's row
-      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(am, row_scale, warp * 4u, 0u, gl_CooperativeMatrixLayoutRowMajor);
 #define RESCALE(j) o##j = o##j * am;
       EACH_ACC(RESCALE)
     }
 #else
     MatB pb;   // P^T: keys x rows
-    coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+    coopMatLoad(pb, sp_tile, (warp * SP + P_AT) / 4u, 2u, gl_CooperativeMatrixLayoutColumnMajor);
     if (rescale) {
       MatC am;   // element (d, r) = alpha of row r
-      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(am, row_scale, warp * 4u, 0u, gl_CooperativeMatrixLayoutRowMajor);
 #define RESCALE(j) o##j = o##j * am;
       EACH_SLICE(RESCALE)
     }
@@ -873,7 +879,7 @@ void main() {
       [[unroll]] for (uint g = 0; g < 16u; ++g) {   // as below, V^T from registers
         if (g >= GO) break;
         MatB pb;
-        coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(pb, sp_tile, (warp * SP + P_AT - g * TR * 8u) / 4u, 2u, gl_CooperativeMatrixLayoutColumnMajor);
 #define ADD_PV_GROUP_REGISTERS(a)                                                                    \
         if (a * GO + g < DT) {                                                                       \
           MatA va;                                                                                   \
@@ -884,7 +890,7 @@ void main() {
       }
     } else if (STAGE_HALVES || HEAD_HALVES) {
       MatB pb;   // P^T in its own columns (GO is 1)
-      coopMatLoad(pb, sp_tile, warp * SP + P_AT, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(pb, sp_tile, (warp * SP + P_AT) / 4u, 2u, gl_CooperativeMatrixLayoutColumnMajor);
       PV_IN_HALVES(EACH_ACC)
     } else {
       // Slice group g: P^T in its columns (a load g * TR columns before P^T's),
@@ -892,7 +898,7 @@ void main() {
       [[unroll]] for (uint g = 0; g < 16u; ++g) {
         if (g >= GO) break;
         MatB pb;
-        coopMatLoad(pb, sp_tile, warp * SP + P_AT - g * TR * 8u, 8u, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(pb, sp_tile, (warp * SP + P_AT - g * TR * 8u) / 4u, 2u, gl_CooperativeMatrixLayoutColumnMajor);
 #define ADD_PV_GROUP(a)                                                                              \
         const uint j = a * GO + g;                                                                   \
         if (j < DT) {                                                                                \
@@ -934,20 +940,20 @@ void main() {
   // Whether the subgroup staged a non-finite V value as 0, in its own S tile
   // (no longer used; no shared variable of its own: see DEVELOPERS.md).
   const bool any_nonfinite = PA_SINGLE_TOKEN_ROWS == 0u && subgroupAny(staged_nonfinite);
-  if (PA_SINGLE_TOKEN_ROWS == 0u && lane == 0u) sp_tile[warp * SP] = any_nonfinite ? 1u : 0u;
+  if (PA_SINGLE_TOKEN_ROWS == 0u && lane == 0u) SP_WORD(warp * SP) = any_nonfinite ? 1u : 0u;
   barrier();
   bool fix = false;   // the rare path: some subgroup staged one
   if (PA_SINGLE_TOKEN_ROWS == 0u)
-    for (uint w = 0; w < NW; ++w) fix = fix || sp_tile[w * SP] != 0u;
+    for (uint w = 0; w < NW; ++w) fix = fix || SP_WORD(w * SP) != 0u;
   PaItem again;   // the whole item, for the rare path only
   if (fix) again = pa_load_item(item);
   float mm = VKA_NEG_INF, ll = 0.0;
   for (uint w = 0; w < NW; ++w) mm = max(mm, row_m[w * TR + my_row]);
   for (uint w = 0; w < NW; ++w) ll += row_l[w * TR + my_row] * vka_exp_diff(row_m[w * TR + my_row], mm);
 #if PA_MATRIX_BF16
-  if (lane % LPR < GO) row_scale[warp * 16u + (lane % LPR) * TR + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
+  if (lane % LPR < GO) ROW_SCALE(warp * 16u + (lane % LPR) * TR + my_row) = vka_exp_diff(m, mm) * pa_value_scale(it);
 #else
-  if (lane % LPR == 0u) row_scale[warp * 16u + my_row] = vka_exp_diff(m, mm) * pa_value_scale(it);
+  if (lane % LPR == 0u) ROW_SCALE(warp * 16u + my_row) = vka_exp_diff(m, mm) * pa_value_scale(it);
 #endif
   if (warp == 0u && lane % LPR == 0u) {
     final_m[my_row] = mm;
@@ -955,7 +961,7 @@ void main() {
   }
   subgroup_sync();
   MatC fm;   // element (d, r) = this subgroup's factor of row r
-  coopMatLoad(fm, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(fm, row_scale, warp * 4u, 0u, gl_CooperativeMatrixLayoutRowMajor);
   PaItem done = pa_output_item(item);   // loaded again: fewer registers live through the key loop
   done.row_count = min(done.row_count, TR);
   pa_report_bad_block(done.seq);   // (every lookup of the loop is done; `done`: `it` is not kept past the loop)

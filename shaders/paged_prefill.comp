@@ -181,10 +181,18 @@ const uint KEY_TILES = PP_KEY_TILES(SM);
 // The K and V tiles ([key][head_size] ELEMs, rows padded by 16 bytes; Q's
 // rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
-// Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1).
-shared float s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];
-shared ELEM p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM)];   // per subgroup: P [row][key] (KHR path)
-shared float row_scale[16u * (PA_WORKGROUP_SIZE / 32u)];
+// The arrays that matrices are loaded from or stored to hold 16-byte
+// elements, so that every matrix's pointer and stride lie on 16 bytes
+// (tests/test_shared_matrix_alignment.cpp says why); their scalars are read
+// and written through the macros below.
+// Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1): floats.
+shared vec4 s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 4u];
+// Per subgroup: P [row][key] (KHR path): ELEM pairs.
+shared uvec4 p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 8u];
+shared vec4 row_scale[4u * (PA_WORKGROUP_SIZE / 32u)];   // a float per row
+#define S_TILE(i) s_tile[(i) / 4u][(i) % 4u]
+#define P_TILE_PAIR(i) p_tile[(i) / 8u][((i) / 2u) % 4u]   /* the pair of ELEMs i (even), i + 1 */
+#define ROW_SCALE(i) row_scale[(i) / 4u][(i) % 4u]
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
 // Where each key of KEY_TILES tiles starts (kv_source_locate): [tile % KEY_TILES][K, V][key].
@@ -427,11 +435,11 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       }
 #define PV_FOR(j) \
   if (0 < CT) PV_MUL_AT(0, j) if (1 < CT) PV_MUL_AT(1, j) if (2 < CT) PV_MUL_AT(2, j) if (3 < CT) PV_MUL_AT(3, j)
-#define STORE_PART(c) coopMatStore(s##c, s_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+#define STORE_PART(c) coopMatStore(s##c, s_tile, (s_at + 16u * c) / 4u, BC / 4u, gl_CooperativeMatrixLayoutRowMajor);
 #define ADD_PARTNER(c)                                                                              \
         {                                                                                           \
           MatS part;                                                                                \
-          coopMatLoad(part, s_tile, partner_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);  \
+          coopMatLoad(part, s_tile, (partner_at + 16u * c) / 4u, BC / 4u, gl_CooperativeMatrixLayoutRowMajor); \
           s##c = s##c + part;                                                                       \
         }
 #if VKATTN_PATH == 2
@@ -496,30 +504,31 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 // The softmax of tile t through shared memory: lane pairs own a row, half
 // its keys each; P is read back as A matrices, alpha as a matrix whose
 // element (r, d) is row r's.
-#define LOAD_P(c) coopMatLoad(p##c, p_tile, s_at + 16u * c, BC, gl_CooperativeMatrixLayoutRowMajor);
+#define LOAD_P(c) coopMatLoad(p##c, p_tile, (s_at + 16u * c) / 8u, BC / 8u, gl_CooperativeMatrixLayoutRowMajor);
 #define SOFTMAX()                                                                                   \
       float x[32];                                                                                  \
       float tile_max = VKA_NEG_INF;                                                                 \
       [[unroll]] for (uint i = 0; i < 32u; ++i) {                                                   \
         if (i >= BC / 2u) break;                                                                    \
         const uint at = my_row * BC + my_c0 + i;                                                    \
-        const float s = PARTS > 1u ? s_tile[s_at + at] + s_tile[partner_at + at] : s_tile[s_at + at]; \
+        const float s = PARTS > 1u ? S_TILE(s_at + at) + S_TILE(partner_at + at) : S_TILE(s_at + at); \
         x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);               \
         tile_max = max(tile_max, x[i]);                                                             \
       }                                                                                             \
       tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));                                   \
       const float alpha = vka_softmax_rescale(m, l, tile_max);                                      \
       float sum = 0.0;                                                                              \
-      [[unroll]] for (uint i = 0; i < 32u; ++i) {                                                   \
+      [[unroll]] for (uint i = 0; i < 32u; i += 2u) {                                               \
         if (i >= BC / 2u) break;                                                                    \
-        const ELEM p = ELEM(vka_exp_diff(x[i], m));                                                 \
-        p_tile[s_at + my_row * BC + my_c0 + i] = p;                                                 \
-        sum += float(p);   /* the rounded P that P V uses */                                        \
+        const ELEM p0 = ELEM(vka_exp_diff(x[i], m)), p1 = ELEM(vka_exp_diff(x[i + 1u], m));        \
+        P_TILE_PAIR(s_at + my_row * BC + my_c0 + i) = elem_pair_bits(float(p0), float(p1));         \
+        sum += float(p0);   /* the rounded P that P V uses */                                       \
+        sum += float(p1);                                                                           \
       }                                                                                             \
       l += sum + subgroupShuffleXor(sum, 1u);                                                       \
-      if (lane % 2u == 0u) row_scale[warp * 16u + my_row] = alpha;                                  \
+      if (lane % 2u == 0u) ROW_SCALE(warp * 16u + my_row) = alpha;                                  \
       subgroup_sync();                                                                              \
-      coopMatLoad(am, row_scale, warp * 16u, 0u, gl_CooperativeMatrixLayoutColumnMajor);            \
+      coopMatLoad(am, row_scale, warp * 4u, 0u, gl_CooperativeMatrixLayoutColumnMajor);             \
       EACH_KEY_SLICE(LOAD_P)
 #define RESCALE(j) o##j = o##j * am;
 #endif
@@ -864,7 +873,7 @@ void main() {
   // softmax's finish has an exp and a division), in row_scale (free after
   // the key loop).
   if (lane < 16u)
-    row_scale[warp * 16u + lane] = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
+    ROW_SCALE(warp * 16u + lane) = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
   subgroup_sync();
 #if PA_E4M3_BF16_DIRECT
   // 2^56 (the values' 2^120 less P's 2^64) and v_scale one after the other:
@@ -892,7 +901,7 @@ void main() {
       [[unroll]] for (uint i = 0; i < 8u; ++i) o[i] += pa_item_nonfinite_term(g_it, g_row0 + w_row, d + i); \
     }                                                                                              \
     pa_write_result8_scaled(g_it, g_row0 + w_row, d, o, row_m[warp * 16u + w_row], row_l[warp * 16u + w_row], \
-                            row_scale[warp * 16u + w_row]);                                        \
+                            ROW_SCALE(warp * 16u + w_row));                                        \
   }                                                                                                \
   subgroup_sync();
   EACH_SLICE(WRITE_O)

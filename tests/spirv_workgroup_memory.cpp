@@ -15,6 +15,7 @@ enum Op : uint32_t {
   OpTypeVector = 23,
   OpTypeMatrix = 24,
   OpTypeArray = 28,
+  OpTypeRuntimeArray = 29,
   OpTypeStruct = 30,
   OpTypePointer = 32,
   OpConstantTrue = 41,
@@ -25,6 +26,9 @@ enum Op : uint32_t {
   OpSpecConstant = 50,
   OpSpecConstantOp = 52,
   OpVariable = 59,
+  OpAccessChain = 65,
+  OpInBoundsAccessChain = 66,
+  OpPtrAccessChain = 67,
   OpDecorate = 71,
   OpUConvert = 113,
   OpSConvert = 114,
@@ -59,6 +63,13 @@ enum Op : uint32_t {
   OpBitwiseXor = 198,
   OpBitwiseAnd = 199,
   OpNot = 200,
+  OpCopyObject = 83,
+  OpCooperativeMatrixLoadKHR = 4457,
+  OpCooperativeMatrixStoreKHR = 4458,
+  OpCooperativeMatrixLoadNV = 5359,
+  OpCooperativeMatrixStoreNV = 5360,
+  OpCooperativeMatrixLoadTensorNV = 5367,
+  OpCooperativeMatrixStoreTensorNV = 5368,
 };
 constexpr uint32_t kDecorationSpecId = 1;
 constexpr uint32_t kStorageWorkgroup = 4;
@@ -73,6 +84,8 @@ struct Module {
   std::unordered_map<uint32_t, uint32_t> spec_ids;
   std::unordered_map<uint32_t, std::string> names;
   std::vector<std::pair<uint32_t, uint32_t>> workgroup;   // (variable id, pointer type id)
+  std::unordered_map<uint32_t, uint32_t> pointer_base;      // access chain or copy -> the pointer it derives from
+  std::vector<std::pair<uint32_t, uint32_t>> matrix_memory;  // (cooperative-matrix load/store opcode, its pointer id)
 };
 
 [[noreturn]] void unsupported(const std::string& what) { throw std::runtime_error("spirv_workgroup_memory: " + what); }
@@ -112,6 +125,16 @@ Module parse(std::span<const uint32_t> words) {
         break;
       case OpVariable:
         if (w.size() >= 3 && w[2] == kStorageWorkgroup) m.workgroup.emplace_back(w[1], w[0]);
+        break;
+      case OpAccessChain: case OpInBoundsAccessChain: case OpPtrAccessChain: case OpCopyObject:
+        if (w.size() >= 3) m.pointer_base[w[1]] = w[2];
+        break;
+      // The pointer operand: after the result type and id for loads, first for stores.
+      case OpCooperativeMatrixLoadKHR: case OpCooperativeMatrixLoadNV: case OpCooperativeMatrixLoadTensorNV:
+        if (w.size() >= 3) m.matrix_memory.emplace_back(op, w[2]);
+        break;
+      case OpCooperativeMatrixStoreKHR: case OpCooperativeMatrixStoreNV: case OpCooperativeMatrixStoreTensorNV:
+        if (!w.empty()) m.matrix_memory.emplace_back(op, w[0]);
         break;
       default:
         break;
@@ -251,6 +274,27 @@ std::vector<WorkgroupVariable> workgroup_variables(std::span<const uint32_t> wor
     if (p == m.defs.end() || p->second.op != OpTypePointer) unsupported("a Workgroup variable without a pointer type");
     const auto n = m.names.find(id);
     out.push_back({n != m.names.end() ? n->second : "%" + std::to_string(id), e.bytes(p->second.operands[2])});
+  }
+  return out;
+}
+
+std::vector<SharedMatrixAccess> shared_matrix_accesses(std::span<const uint32_t> words) {
+  const Module m = parse(words);
+  const Evaluator e(m, {});
+  std::unordered_map<uint32_t, uint32_t> variable_type;
+  for (const auto& [id, pointer] : m.workgroup) variable_type[id] = pointer;
+  std::vector<SharedMatrixAccess> out;
+  for (const auto& [op, pointer] : m.matrix_memory) {
+    uint32_t id = pointer;
+    for (auto b = m.pointer_base.find(id); b != m.pointer_base.end(); b = m.pointer_base.find(id)) id = b->second;
+    const auto v = variable_type.find(id);
+    if (v == variable_type.end()) continue;   // (not shared memory)
+    const auto p = m.defs.find(v->second);
+    if (p == m.defs.end() || p->second.op != OpTypePointer) unsupported("a Workgroup variable without a pointer type");
+    const auto a = m.defs.find(p->second.operands[2]);
+    const bool array = a != m.defs.end() && (a->second.op == OpTypeArray || a->second.op == OpTypeRuntimeArray);
+    const auto n = m.names.find(id);
+    out.push_back({n != m.names.end() ? n->second : "%" + std::to_string(id), op, array ? e.bytes(a->second.operands[1]) : 0});
   }
   return out;
 }

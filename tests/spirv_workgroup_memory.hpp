@@ -27,4 +27,15 @@ std::vector<WorkgroupVariable> workgroup_variables(std::span<const uint32_t> wor
 
 uint64_t workgroup_bytes(std::span<const uint32_t> words, const std::map<uint32_t, uint32_t>& spec);
 
+// A cooperative-matrix load or store (KHR, NV, NV tensor) whose pointer
+// derives from a shared variable.
+struct SharedMatrixAccess {
+  std::string variable;         // as WorkgroupVariable::name
+  uint32_t opcode = 0;          // the SPIR-V opcode
+  uint64_t element_bytes = 0;   // of the variable's array element; 0 where the variable is no array
+};
+
+// Every such access of `words`, in module order.
+std::vector<SharedMatrixAccess> shared_matrix_accesses(std::span<const uint32_t> words);
+
 }  // namespace vkattn::test
