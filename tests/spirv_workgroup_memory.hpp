@@ -2,7 +2,9 @@
 // given specialization constants, read from the module itself, so that the
 // ABI's shared-memory counts (abi/*.h), which the host's tile choices use,
 // can be checked against what the shaders really declare on any machine,
-// with no driver involved.
+// with no driver involved; and the shared arrays that cooperative matrices
+// are loaded from or stored to, whose elements Vulkan's alignment rule
+// constrains (tests/test_shared_matrix_alignment.cpp).
 #pragma once
 #include <cstdint>
 #include <map>
