@@ -319,14 +319,14 @@ const uint ZEROS_AFTER = 16u * PA_BM > P_AT + 8u * TR ? 16u * PA_BM - P_AT - 8u 
 #else
 const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * PA_BM;
 #endif
-// Matrices move through arrays of 16-byte elements, so that every pointer
-// and stride lies on 16 bytes (tests/test_shared_matrix_alignment.cpp says
-// why); scalars through SP_WORD and ROW_SCALE. (SP_WORDS and every offset
-// of a matrix in it are multiples of 8 words: abi/paged_attention.h.)
+// Matrices move through arrays of 16-byte elements (matrix_element.glsl's
+// VKA_SHARED_WORD says why); scalars through SP_WORD and ROW_SCALE. (SP_WORDS
+// and every offset of a matrix in it are multiples of 8 words:
+// abi/paged_attention.h.)
 shared uvec4 sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS / 4u];
 shared vec4 row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 4u];     // per subgroup: a factor per row
-#define SP_WORD(i) sp_tile[(i) / 4u][(i) % 4u]
-#define ROW_SCALE(i) row_scale[(i) / 4u][(i) % 4u]
+#define SP_WORD(i) VKA_SHARED_WORD(sp_tile, i)
+#define ROW_SCALE(i) VKA_SHARED_WORD(row_scale, i)
 // Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles the
 // bytes this saves are part of what lets 2 workgroups of 4 share an SM's 48
 // KiB at GQA 4 and 8 (abi/paged_attention.h counts them).

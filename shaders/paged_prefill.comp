@@ -182,17 +182,16 @@ const uint KEY_TILES = PP_KEY_TILES(SM);
 // rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
 // The arrays that matrices are loaded from or stored to hold 16-byte
-// elements, so that every matrix's pointer and stride lie on 16 bytes
-// (tests/test_shared_matrix_alignment.cpp says why); their scalars are read
-// and written through the macros below.
+// elements (matrix_element.glsl's VKA_SHARED_WORD says why); their scalars
+// go through the macros below.
 // Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1): floats.
 shared vec4 s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 4u];
 // Per subgroup: P [row][key] (KHR path): ELEM pairs.
 shared uvec4 p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 8u];
 shared vec4 row_scale[4u * (PA_WORKGROUP_SIZE / 32u)];   // a float per row
-#define S_TILE(i) s_tile[(i) / 4u][(i) % 4u]
-#define P_TILE_PAIR(i) p_tile[(i) / 8u][((i) / 2u) % 4u]   /* the pair of ELEMs i (even), i + 1 */
-#define ROW_SCALE(i) row_scale[(i) / 4u][(i) % 4u]
+#define S_TILE(i) VKA_SHARED_WORD(s_tile, i)
+#define P_TILE_PAIR(i) p_tile[(i) / 8u][((i) / 2u) % 4u]   /* the pair of ELEMs i (even), i + 1: word i / 2 */
+#define ROW_SCALE(i) VKA_SHARED_WORD(row_scale, i)
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
 // Where each key of KEY_TILES tiles starts (kv_source_locate): [tile % KEY_TILES][K, V][key].

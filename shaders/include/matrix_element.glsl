@@ -5,6 +5,14 @@
 #ifndef VKATTN_MATRIX_ELEMENT_GLSL
 #define VKATTN_MATRIX_ELEMENT_GLSL
 
+// Shared arrays that cooperative matrices are loaded from or stored to hold
+// 16-byte elements (uvec4, vec4): Vulkan asks a matrix load's or store's
+// pointer and stride to lie on 16 bytes, and an array of smaller elements
+// lies wherever the driver puts it (tests/test_shared_matrix_alignment.cpp).
+// Offsets and strides of matrices in such an array count its elements;
+// scalars are its 32-bit words: word i of array A.
+#define VKA_SHARED_WORD(A, i) A[(i) / 4u][(i) % 4u]
+
 #if PA_MATRIX_BF16
 #extension GL_EXT_bfloat16 : require
 #define ELEM bfloat16_t
