@@ -182,15 +182,14 @@ const uint KEY_TILES = PP_KEY_TILES(SM);
 // rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
 // The arrays that matrices are loaded from or stored to hold 16-byte
-// elements (matrix_element.glsl's VKA_SHARED_WORD says why); their scalars
-// go through the macros below.
+// elements (matrix_element.glsl's VKA_SHARED_WORD says why). The KHR
+// softmax reads S and writes P a whole element at a time (4 floats, 8
+// ELEMs), which each lane's run of a row starts on.
 // Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1): floats.
 shared vec4 s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 4u];
-// Per subgroup: P [row][key] (KHR path): ELEM pairs.
+// Per subgroup: P [row][key] (KHR path): ELEMs, 8 to an element.
 shared uvec4 p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 8u];
 shared vec4 row_scale[4u * (PA_WORKGROUP_SIZE / 32u)];   // a float per row
-#define S_TILE(i) VKA_SHARED_WORD(s_tile, i)
-#define P_TILE_PAIR(i) p_tile[(i) / 8u][((i) / 2u) % 4u]   /* the pair of ELEMs i (even), i + 1: word i / 2 */
 #define ROW_SCALE(i) VKA_SHARED_WORD(row_scale, i)
 shared float row_m[16u * (PA_WORKGROUP_SIZE / 32u)];
 shared float row_l[16u * (PA_WORKGROUP_SIZE / 32u)];
@@ -507,22 +506,28 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 #define SOFTMAX()                                                                                   \
       float x[32];                                                                                  \
       float tile_max = VKA_NEG_INF;                                                                 \
-      [[unroll]] for (uint i = 0; i < 32u; ++i) {                                                   \
+      [[unroll]] for (uint i = 0; i < 32u; i += 4u) {                                               \
         if (i >= BC / 2u) break;                                                                    \
-        const uint at = my_row * BC + my_c0 + i;                                                    \
-        const float s = PARTS > 1u ? S_TILE(s_at + at) + S_TILE(partner_at + at) : S_TILE(s_at + at); \
-        x[i] = whole ? s * g_scale : masked_logit(my_row, k0 + int(my_c0 + i), s, t);               \
-        tile_max = max(tile_max, x[i]);                                                             \
+        const uint at = (my_row * BC + my_c0 + i) / 4u;                                             \
+        const vec4 s4 = PARTS > 1u ? s_tile[s_at / 4u + at] + s_tile[partner_at / 4u + at] : s_tile[s_at / 4u + at]; \
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {                                                  \
+          x[i + j] = whole ? s4[j] * g_scale : masked_logit(my_row, k0 + int(my_c0 + i + j), s4[j], t); \
+          tile_max = max(tile_max, x[i + j]);                                                       \
+        }                                                                                           \
       }                                                                                             \
       tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));                                   \
       const float alpha = vka_softmax_rescale(m, l, tile_max);                                      \
       float sum = 0.0;                                                                              \
-      [[unroll]] for (uint i = 0; i < 32u; i += 2u) {                                               \
+      [[unroll]] for (uint i = 0; i < 32u; i += 8u) {                                               \
         if (i >= BC / 2u) break;                                                                    \
-        const ELEM p0 = ELEM(vka_exp_diff(x[i], m)), p1 = ELEM(vka_exp_diff(x[i + 1u], m));        \
-        P_TILE_PAIR(s_at + my_row * BC + my_c0 + i) = elem_pair_bits(float(p0), float(p1));         \
-        sum += float(p0);   /* the rounded P that P V uses */                                       \
-        sum += float(p1);                                                                           \
+        uvec4 eight;                                                                                \
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {                                                  \
+          const ELEM p0 = ELEM(vka_exp_diff(x[i + 2u * j], m)), p1 = ELEM(vka_exp_diff(x[i + 2u * j + 1u], m)); \
+          eight[j] = elem_pair_bits(float(p0), float(p1));                                          \
+          sum += float(p0);   /* the rounded P that P V uses */                                     \
+          sum += float(p1);                                                                         \
+        }                                                                                           \
+        p_tile[(s_at + my_row * BC + my_c0 + i) / 8u] = eight;                                      \
       }                                                                                             \
       l += sum + subgroupShuffleXor(sum, 1u);                                                       \
       if (lane % 2u == 0u) ROW_SCALE(warp * 16u + my_row) = alpha;                                  \
