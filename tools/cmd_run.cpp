@@ -48,8 +48,13 @@ std::function<void()> spin_up_before_timing(Context& ctx) {
 
 }  // namespace
 
+const std::vector<std::string>& run_op_names() {
+  static const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention", "prefix-prefill", "block-sparse"};
+  return ops;
+}
+
 int cmd_run(const std::vector<std::string>& args) {
-  const std::vector<std::string> ops = {"serve", "write-kv-cache", "paged-attention", "prefix-prefill", "block-sparse"};
+  const std::vector<std::string>& ops = run_op_names();
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: vkattn run OP [flags]\n"
                  "ops:\n"
