@@ -14,7 +14,10 @@
 // any machine.
 #include "spirv_workgroup_memory.hpp"
 
+#include "block_sparse_variants.hpp"
 #include "shader_registry.hpp"
+
+#include <vkattn/block_sparse_variant.hpp>
 
 #include <gtest/gtest.h>
 
@@ -24,24 +27,48 @@
 namespace vkattn::test {
 namespace {
 
+// Counts the module's shared matrix accesses into *accesses and fails on
+// each one through an array of elements other than 16 bytes.
+bool check_module(const detail::EmbeddedModule& m, const std::string& label, int* accesses) {
+  std::vector<uint32_t> words(m.size / 4);
+  std::memcpy(words.data(), m.code, m.size);
+  const auto found = shared_matrix_accesses(words);
+  for (const auto& a : found) {
+    ++*accesses;
+    EXPECT_EQ(a.element_bytes, 16u) << label << ": a cooperative-matrix "
+                                    << (a.opcode % 2u == 1u ? "load" : "store") << " (opcode " << a.opcode
+                                    << ") through shared `" << a.variable << "`, whose elements are "
+                                    << a.element_bytes
+                                    << " bytes: declare it as an array of 16-byte vectors (uvec4, vec4)";
+  }
+  return !found.empty();
+}
+
 TEST(SharedMatrixAlignment, MatrixLoadsAndStoresUseSixteenByteElements) {
   int accesses = 0, modules = 0;
-  for (const auto& m : detail::embedded_modules()) {
-    std::vector<uint32_t> words(m.size / 4);
-    std::memcpy(words.data(), m.code, m.size);
-    const auto found = shared_matrix_accesses(words);
-    if (!found.empty()) ++modules;
-    for (const auto& a : found) {
-      ++accesses;
-      EXPECT_EQ(a.element_bytes, 16u) << m.kernel << "/" << m.path << ": a cooperative-matrix "
-                                      << (a.opcode % 2u == 1u ? "load" : "store") << " (opcode " << a.opcode
-                                      << ") through shared `" << a.variable << "`, whose elements are "
-                                      << a.element_bytes
-                                      << " bytes: declare it as an array of 16-byte vectors (uvec4, vec4)";
-    }
-  }
+  for (const auto& m : detail::embedded_modules())
+    modules += check_module(m, std::string(m.kernel) + "/" + m.path, &accesses) ? 1 : 0;
   // The prefill and decode kernels' matrix paths and the register-order probe
   // move matrices through shared memory: a reader that found none has missed them.
+  EXPECT_GE(modules, 4);
+  EXPECT_GT(accesses, 0);
+}
+
+// The modules of registered block-sparse variants (this binary's test_stripes,
+// built by vkattn_add_block_sparse_variant as an application's would be) are
+// compiled from the same kernel source with the variant's mods, outside the
+// embedded set.
+TEST(SharedMatrixAlignment, RegisteredVariantsModulesToo) {
+  int accesses = 0, modules = 0;
+  for (const auto& name : block_sparse_variant_names()) {
+    const auto* v = detail::find_variant(name);
+    ASSERT_NE(v, nullptr) << name;
+    for (const auto& kernel : {v->attention, v->attention_bf16})
+      for (const char* path : {"coopmat", "coopmat2"})
+        if (const auto* m = detail::find_registered_module(kernel, path))
+          modules += check_module(*m, kernel + "/" + path, &accesses) ? 1 : 0;
+  }
+  // test_stripes has f16 and bf16 modules on both matrix paths.
   EXPECT_GE(modules, 4);
   EXPECT_GT(accesses, 0);
 }
