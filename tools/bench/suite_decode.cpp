@@ -191,6 +191,8 @@ bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& 
   // Asked for the prefill kernel, but it does not run here (the scalar path, or
   // a head size with no tile of it, 256): say so.
   if (sh.prefill == PrefillKernel::on && !p0.routes_prefill()) op.info.name += " [prefill kernel not used here]";
+  if (sh.says_decode_kernel && sh.prefill == PrefillKernel::automatic && !p0.routes_prefill())
+    op.info.name += " [decode kernel]";
   op.info.params = std::move(params);
   op.info.bytes = double(kv_bytes) + 2.0 * qo_bytes;
   op.info.flops = 4.0 * Hq * D * pairs;

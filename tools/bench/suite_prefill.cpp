@@ -32,6 +32,7 @@ std::vector<BenchOp> prefill_cases(Context& ctx, bool quick, const DecodeOptions
     }
     AttentionShape sh = shape(head_size);
     sh.prefix_prefill = prefix;
+    sh.says_decode_kernel = true;
     attention_case(ctx, ops, (prefix ? "prefix_prefill " : "") + name + " d" + std::to_string(head_size) + variant, seqs, sh, proxy,
                    {{"batch", std::to_string(seqs.size())}, {"ctx", std::to_string(ctx_max)}, {"query_len", std::to_string(q_total)}},
                    "compute");

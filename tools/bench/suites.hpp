@@ -74,6 +74,10 @@ struct AttentionShape {
   // prefix_prefill: each sequence's last query_len tokens are new, their K/V
   // in tensors of q's dtype rather than in the cache.
   bool prefix_prefill = false;
+  // The prefill suite's cases: one that automatic routing keeps on the
+  // decode kernel (every case off coopmat2; short chunks on it) says so in
+  // its name, so that its figure is not read as the prefill kernel's.
+  bool says_decode_kernel = false;
 };
 bool attention_case(Context& ctx, std::vector<BenchOp>& ops, const std::string& name, const SeqList& seqs,
                     const AttentionShape& sh, const SeqList& verify_seqs, std::map<std::string, std::string> params,
