@@ -566,6 +566,14 @@ TEST_F(BlockSparseSmall, PagedKvIsCheckedPreparedAndReported) {
   bad = a;
   bad.q.dtype = bad.out.dtype = DType::bf16;
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "the paged cache holds f16, q is bf16", "fp8_e4m3 or fp8_e5m2");
+  {   // K/V's heads are the cache's: the message names it, not k (which is empty)
+    KvCacheConfig three = cfg;
+    three.num_kv_heads = 3;
+    PagedKvCache three_heads(ctx(), three);
+    bad = a;
+    bad.paged_kv->cache = &three_heads;
+    EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), bad), "heads and the paged cache 3 (num_kv_heads): expected a multiple (GQA)");
+  }
   // An fp8 cache is its own pipeline (prepared with its dtype); a dtype with no block size is refused.
   KvCacheConfig fp8_cfg = cfg;
   fp8_cfg.dtype = DType::fp8_e5m2;
