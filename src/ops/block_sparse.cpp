@@ -450,9 +450,9 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   const int64_t Lkv = paged ? paged->kv_len : a.k.shape[2];
   if (B < 1 || Hq < 1) fail("q " + a.q.shape_string() + " has no batch or heads: expected B >= 1 and Hq >= 1");
   if (Bkv != B && Bkv != 1) fail("k's batch is " + num(Bkv) + ", expected q's (" + num(B) + ") or 1 (broadcast)");
-  // Where K/V's heads come from, for messages: k's shape, or the cache's configuration.
-  const std::string kv_heads = paged ? "the paged cache " + num(Hkv) + " (num_kv_heads)" : "k " + num(Hkv);
-  if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and " + kv_heads + ": expected a multiple (GQA)");
+  // Where K/V's heads come from, for messages (built only when one fails): k's shape, or the cache's configuration.
+  auto kv_heads = [&] { return paged ? "the paged cache " + num(Hkv) + " (num_kv_heads)" : "k " + num(Hkv); };
+  if (Hkv < 1 || Hq % Hkv) fail("q has " + num(Hq) + " heads and " + kv_heads() + ": expected a multiple (GQA)");
   if (Lq > INT32_MAX - 65536 || Lkv < 0 || Lkv > INT32_MAX - 65536)
     fail("Lq = " + num(Lq) + " and Lkv = " + num(Lkv) + ": expected 0 to 2^31 - 2^16 - 1 each" + (paged ? " (Lkv: paged_kv.kv_len)" : ""));
   if (!paged && a.v.shape.size() != 4)
@@ -461,7 +461,7 @@ void block_sparse_attention(Context& ctx, const BlockSparseArgs& a, VkCommandBuf
   if (paged && D != Dv)
     fail("q's head size is " + num(D) + " and the paged cache's " + num(Dv) + ": expected the same (q " + a.q.shape_string() + ")");
   // From the shapes as given, before they narrow into the variant.
-  if (Hq > 65535 || Hkv > 65535) fail("q has " + num(Hq) + " heads and " + kv_heads + ": expected at most 65535 each");
+  if (Hq > 65535 || Hkv > 65535) fail("q has " + num(Hq) + " heads and " + kv_heads() + ": expected at most 65535 each");
   for (auto [what, size] : {std::pair{"head size", D}, std::pair{"V's head size", Dv}})
     if (size < 16 || size > 256 || size % 16)
       fail(std::string(what) + " " + num(size) + " (q " + a.q.shape_string() +
