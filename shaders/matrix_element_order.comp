@@ -12,13 +12,9 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #include "abi/matrix_element_order.h"
-// MEO_BF16: the same for a bf16 matrix (the bf16 decode modules').
-#if MEO_BF16
-#extension GL_EXT_bfloat16 : require
-#define ELEM bfloat16_t
-#else
-#define ELEM float16_t
-#endif
+// PA_MATRIX_BF16: the same for a bf16 matrix (the bf16 decode modules'), with
+// their element type and its packing (matrix_element_type.glsl).
+#include "matrix_element_type.glsl"
 
 layout(local_size_x = 32) in;
 layout(set = 0, binding = 1, std430) writeonly buffer Out { uint words[]; };
@@ -28,19 +24,10 @@ layout(set = 0, binding = 1, std430) writeonly buffer Out { uint words[]; };
 shared uvec4 table[32];
 shared vec4 table32[64];
 
-// ELEMs a and b (each exact in f16 and bf16) as one word, a in the low half.
-uint elem_pair(float a, float b) {
-#if MEO_BF16
-  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
-#else
-  return packHalf2x16(vec2(a, b));
-#endif
-}
-
 void main() {
   const uint lane = gl_LocalInvocationIndex;
-  for (uint w = lane; w < 128u; w += 32u) table[w / 4u][w % 4u] = elem_pair(float(2u * w), float(2u * w + 1u));
-  for (uint i = lane; i < 256u; i += 32u) table32[i / 4u][i % 4u] = float(i);
+  for (uint w = lane; w < 128u; w += 32u) VKA_SHARED_WORD(table, w) = elem_pair_bits(float(2u * w), float(2u * w + 1u));
+  for (uint i = lane; i < 256u; i += 32u) VKA_SHARED_WORD(table32, i) = float(i);
   barrier();
   coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m;
   coopMatLoad(m, table, 0u, 2u, gl_CooperativeMatrixLayoutRowMajor);

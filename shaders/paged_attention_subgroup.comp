@@ -326,6 +326,18 @@ const uint P_AT = PA_SUBGROUP_P_IN_S(PA_BM, PA_TILE_ROWS) ? 8u * PA_BM : 16u * P
 shared uvec4 sp_tile[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * SP_WORDS / 4u];
 shared vec4 row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 4u];     // per subgroup: a factor per row
 #define SP_WORD(i) VKA_SHARED_WORD(sp_tile, i)
+// The softmax reads a lane's S words and writes its P pairs a whole element
+// at a time where they fill elements: a lane's CPL keys start at a multiple
+// of CPL, S's rows are 16 words and P's 8 (at P_AT, a multiple of 8 words
+// unpacked). A word through a dynamic component instead cost prefill-shaped
+// work (16-row tiles, CPL 8) 9% on the KHR path (DEVELOPERS.md, "The item
+// as a function, and the KHR softmax in 16-byte elements").
+const bool S_VEC4 = CPL % 4u == 0u;
+#if PA_MATRIX_BF16
+const bool P_VEC4 = CPL % 8u == 0u ? (PACK ? false : true) : false;
+#else
+const bool P_VEC4 = CPL % 8u == 0u;
+#endif
 #define ROW_SCALE(i) VKA_SHARED_WORD(row_scale, i)
 // Per row an item has (PA_TILE_ROWS, not 16): with bf16's 16-row tiles the
 // bytes this saves are part of what lets 2 workgroups of 4 share an SM's 48
@@ -754,12 +766,15 @@ void main() {
     // Logits, the tile's row max, alpha and P for this lane's columns.
     float x[CPL_MAX];
     float tile_max = VKA_NEG_INF;
+    uvec4 s4;   // S_VEC4: the element holding keys c .. c + 3
     [[unroll]] for (uint c = 0; c < CPL_MAX; ++c) {
       if (c >= CPL) break;
       const int k_pos = k0 + int(my_c0 + c);
+      const uint s_at = warp * SP + my_row * 16u + my_c0 + c;
+      if (S_VEC4 && c % 4u == 0u) s4 = sp_tile[s_at / 4u];
       // The scale and the row's position are read here, not held through the
       // loop: 2 registers fewer (168 on an H200, which fits 12 subgroups per SM).
-      const float sc = uintBitsToFloat(SP_WORD(warp * SP + my_row * 16u + my_c0 + c)) * pa_score_scale(it);
+      const float sc = uintBitsToFloat(S_VEC4 ? s4[c % 4u] : SP_WORD(s_at)) * pa_score_scale(it);
       const int q_pos = row_qpos[my_row];
       x[c] = q_pos >= 0 && k_pos >= it.kv_begin ? pa_logit(it, sc, my_row, q_pos, k_pos) : VKA_NEG_INF;
       tile_max = max(tile_max, x[c]);
@@ -767,10 +782,17 @@ void main() {
     for (uint off = 1u; off < LPR; off <<= 1) tile_max = max(tile_max, subgroupShuffleXor(tile_max, off));
     const float alpha = vka_softmax_rescale(m, l, tile_max);
     float sum = 0.0;
+    uvec4 p4;   // P_VEC4: the pairs of keys c - c % 8 .. c - c % 8 + 7
     [[unroll]] for (uint c = 0; c < CPL_MAX; c += 2u) {
       if (c >= CPL) break;
       const float p0 = float(ELEM(vka_exp_diff(x[c], m))), p1 = float(ELEM(vka_exp_diff(x[c + 1u], m)));
-      SP_WORD(warp * SP + P_AT + (my_row * 16u + my_c0 + c) / 2u) = elem_pair_bits(p0, p1);
+      const uint p_at = warp * SP + P_AT + (my_row * 16u + my_c0 + c) / 2u;
+      if (P_VEC4) {
+        p4[(c / 2u) % 4u] = elem_pair_bits(p0, p1);
+        if (c % 8u == 6u) sp_tile[p_at / 4u] = p4;
+      } else {
+        SP_WORD(p_at) = elem_pair_bits(p0, p1);
+      }
       sum += p0 + p1;   // the rounded P that P V uses
     }
     for (uint off = 1u; off < LPR; off <<= 1) sum += subgroupShuffleXor(sum, off);

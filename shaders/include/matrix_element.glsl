@@ -5,30 +5,7 @@
 #ifndef VKATTN_MATRIX_ELEMENT_GLSL
 #define VKATTN_MATRIX_ELEMENT_GLSL
 
-// Shared arrays that cooperative matrices are loaded from or stored to hold
-// 16-byte elements (uvec4, vec4): Vulkan asks a matrix load's or store's
-// pointer and stride to lie on 16 bytes, and an array of smaller elements
-// lies wherever the driver puts it (tests/test_shared_matrix_alignment.cpp).
-// Offsets and strides of matrices in such an array count its elements;
-// scalars are its 32-bit words: word i of array A.
-#define VKA_SHARED_WORD(A, i) A[(i) / 4u][(i) % 4u]
-
-#if PA_MATRIX_BF16
-#extension GL_EXT_bfloat16 : require
-#define ELEM bfloat16_t
-const bool ELEM_IS_BF16 = true;
-const uint ELEM_EXPONENT = 0x7F80u;
-ELEM elem_from_bits(uint16_t b) { return uintBitsToBFloat16EXT(b); }
-uint elem_pair_bits(float a, float b) {
-  return uint(bfloat16BitsToUintEXT(bfloat16_t(a))) | (uint(bfloat16BitsToUintEXT(bfloat16_t(b))) << 16);
-}
-#else
-#define ELEM float16_t
-const bool ELEM_IS_BF16 = false;
-const uint ELEM_EXPONENT = 0x7C00u;
-ELEM elem_from_bits(uint16_t b) { return uint16BitsToHalf(b); }
-uint elem_pair_bits(float a, float b) { return packHalf2x16(vec2(a, b)); }
-#endif
+#include "matrix_element_type.glsl"
 
 // Four e4m3 values (the bytes of x) as two f16 pairs of value * 2^-8, bytes
 // 0 and 2 in .x and bytes 1 and 3 in .y (16-bit lanes): e4m3 s.eeee.mmm
