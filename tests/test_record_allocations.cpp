@@ -1,6 +1,7 @@
 // Recording an op into the caller's command buffer allocates nothing on the
-// host once the op's pipelines exist: an engine records thousands of steps a
-// minute, and block_sparse_attention's header promises it. The ops are the
+// host once the op's pipelines exist (ops.hpp): an engine records thousands
+// of steps a minute. And a plan, made per step in the planned form, is one
+// heap allocation (paged_attention.hpp). The ops are the
 // benchmark suites' cases (--quick sizes), each recorded once to warm it up
 // and then twice more, counting the calls to operator new the recording
 // thread makes meanwhile. This binary replaces the global operator new to
@@ -134,6 +135,37 @@ TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
+
+}  // namespace
+}  // namespace vkattn::test
+
+namespace vkattn::test {
+namespace {
+
+// A plan per step (the planned form) is host work O(num_seqs) with one heap
+// allocation, its data (paged_attention.hpp says so), for 256 sequences as
+// for 1.
+TEST(PlanAllocations, APlanAllocatesAsMuchForManySequencesAsForOne) {
+  ContextOptions o;
+  o.validation = false;
+  Context ctx(o);
+  const KvCacheConfig cfg{.num_blocks = 4096, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  auto allocations = [&](uint32_t seqs, int32_t query_len) {
+    std::vector<int32_t> starts(seqs + 1), lens(seqs, 300);
+    for (uint32_t s = 0; s < seqs; ++s) starts[s + 1] = starts[s] + query_len;
+    const PagedAttentionLengths lengths{starts, lens};
+    PagedAttentionPlan(ctx, cfg, 8, DType::f16, lengths);   // its first: anything made once
+    counted = 0;
+    counting = true;
+    { PagedAttentionPlan plan(ctx, cfg, 8, DType::f16, lengths); }
+    counting = false;
+    return counted.load();
+  };
+  EXPECT_EQ(allocations(1, 1), 1);
+  EXPECT_EQ(allocations(256, 1), 1);
+  EXPECT_EQ(allocations(1, 40), 1);
+  EXPECT_EQ(allocations(16, 40), 1);
+}
 
 }  // namespace
 }  // namespace vkattn::test

@@ -6,6 +6,12 @@
 //      after:  VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
 //              -> whatever reads the outputs (the KV cache included).
 //    Device-side input errors are reported by Context::check_device_status().
+//    Once the op's pipelines exist (its prepare_* call, or a first recording)
+//    a recording allocates no memory, host or device, and submits and waits
+//    for nothing. (Without push descriptors its descriptor sets come from the
+//    Context's pools, which grow only when more sets are outstanding than
+//    ever before: Context::release_recorded_descriptor_sets returns them.) Tests:
+//    vkattn_record_allocation_tests, ServingLoopCalls.
 //  - synchronous: records, submits to the context's queue, waits, and throws on
 //    any device-side input error.
 // Every view is checked (dtype, shape, bounds) before anything is recorded.

@@ -5,8 +5,9 @@
 // Plan and run, as FlashInfer splits them:
 //  - A plan is host work only, O(num_seqs): from the batch's lengths (host
 //    copies of what the engine keeps on the GPU) it picks the tile shape,
-//    the workgroup size and whether to split the KV range. It allocates,
-//    uploads and submits nothing, so an engine makes one per step.
+//    the workgroup size and whether to split the KV range. It allocates no
+//    device memory (its host data is one heap allocation), and uploads and
+//    submits nothing, so an engine makes one per step.
 //  - Running it records dispatches that read the batch from device views the
 //    engine owns (query_start_loc, seq_lens, block_table) and the layer's
 //    values (scale, window, softcap, sinks, ALiBi slopes, qq_bias) given at
