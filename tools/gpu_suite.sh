@@ -4,7 +4,8 @@
 # the driver compiling pipelines, which the machine's cores then share).
 # Prints one summary line per path and any failure; a shard that crashed is
 # named with the test it died in, and the tests it did not reach run again
-# (rerun_rest). Exits non-zero if a test failed or a shard did not finish. Used on the GPU machine (DEVELOPERS.md, "The GPU
+# (rerun_rest). vkattn_record_allocation_tests, where it lies beside the
+# binary, runs on each path too. Exits non-zero if a test failed or a shard did not finish. Used on the GPU machine (DEVELOPERS.md, "The GPU
 # machine"); runs anywhere a device is.
 #
 #   tools/gpu_suite.sh [TESTS_BINARY] [OUT_DIR]     (env PATHS, SHARDS, FILTER)
@@ -31,6 +32,11 @@ run_path() {
     rerun_rest "$p" "$i" "$f"
   done
   cat "$out/$p".*.txt > "$out/$p.txt" && rm -f "$out/$p".*.txt
+  # The test programs of their own beside the binary (one replaces operator
+  # new), whole, counted in the path's summary; not with a FILTER.
+  local extra=$(dirname "$bin")/vkattn_record_allocation_tests
+  [ "$filter" = '*' ] && [ -x "$extra" ] && VKATTN_PATH=$p "$extra" >> "$out/$p.txt" 2>&1
+  return 0
 }
 # A shard that died leaves every test after the one it died in unrun; they
 # run once more, in one process, so that a crash costs its own test rather
