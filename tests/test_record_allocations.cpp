@@ -20,6 +20,7 @@
 
 #include "bench/suites.hpp"
 #include "context_impl.hpp"
+#include "own_commands.hpp"
 
 namespace {
 
@@ -58,49 +59,26 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 namespace vkattn::test {
 namespace {
 
-// The test's own command pool and buffer on the Context's queue family: the
-// ops take their recorded form, as in an engine's command buffers.
-class Recorder {
- public:
-  explicit Recorder(Context& ctx) : ctx_(ctx), vk_(ctx.impl().vk) {
-    VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-    pci.queueFamilyIndex = ctx.queue_family();
-    EXPECT_EQ(vk_.vkCreateCommandPool(ctx.device(), &pci, nullptr, &pool_), VK_SUCCESS);
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    EXPECT_EQ(vk_.vkAllocateCommandBuffers(ctx.device(), &ai, &cmd_), VK_SUCCESS);
-  }
-  ~Recorder() { vk_.vkDestroyCommandPool(ctx_.device(), pool_, nullptr); }
-  Recorder(const Recorder&) = delete;
-  Recorder& operator=(const Recorder&) = delete;
-
-  // Records `op` once (its pipelines, its first descriptor pool), then twice
-  // more counting; returns the count. Nothing is submitted: recording is what
-  // an engine does every step. The sets recorded are released afterwards.
-  long allocations_of(const tool::BenchOp& op) {
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    vk_.vkBeginCommandBuffer(cmd_, &bi);
-    op.record(cmd_, 0);
-    counted = 0;
-    counting = true;
-    op.record(cmd_, 1);
-    op.record(cmd_, 2);
-    counting = false;
-    vk_.vkEndCommandBuffer(cmd_);
-    vk_.vkResetCommandBuffer(cmd_, 0);
-    ctx_.release_recorded_descriptor_sets();
-    return counted.load();
-  }
-
- private:
-  Context& ctx_;
-  const detail::VkFunctions& vk_;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-};
+// Records `op` into the test's own command buffer (as into an engine's) once
+// (its pipelines, its first descriptor pool), then twice more counting;
+// returns the count. Nothing is submitted: recording is what an engine does
+// every step. The sets recorded are released afterwards.
+long allocations_of(Context& ctx, const OwnCommands& commands, const tool::BenchOp& op) {
+  const auto& vk = ctx.impl().vk;
+  const VkCommandBuffer cmd = commands.cmd();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  vk.vkBeginCommandBuffer(cmd, &bi);
+  op.record(cmd, 0);
+  counted = 0;
+  counting = true;
+  op.record(cmd, 1);
+  op.record(cmd, 2);
+  counting = false;
+  vk.vkEndCommandBuffer(cmd);
+  vk.vkResetCommandBuffer(cmd, 0);
+  ctx.release_recorded_descriptor_sets();
+  return counted.load();
+}
 
 // Whether the Context binds through push descriptors (the param) or sets from its pools.
 class RecordAllocations : public ::testing::TestWithParam<bool> {};
@@ -110,7 +88,7 @@ TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
   o.validation = false;
   o.disable_push_descriptors = !GetParam();
   Context ctx(o);
-  Recorder recorder(ctx);
+  OwnCommands commands(ctx);
   const tool::DecodeOptions d;
   const std::vector<std::pair<const char*, std::vector<tool::BenchOp>>> suites = {
       {"write-kv-cache", tool::write_kv_cache_cases(ctx, true)},
@@ -122,14 +100,14 @@ TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
     EXPECT_FALSE(cases.empty()) << suite;
     for (const auto& op : cases) {
       ++ops;
-      EXPECT_EQ(recorder.allocations_of(op), 0) << "bench " << suite << ", " << op.info.name
+      EXPECT_EQ(allocations_of(ctx, commands, op), 0) << "bench " << suite << ", " << op.info.name
                                                 << ": heap allocations while recording it twice";
     }
   }
   // The counter counts: a recording that allocates is seen.
   tool::BenchOp allocating;
   allocating.record = [](VkCommandBuffer, uint32_t) { delete new std::string(64, 'x'); };
-  EXPECT_EQ(recorder.allocations_of(allocating), 4);   // the string and its characters, twice
+  EXPECT_EQ(allocations_of(ctx, commands, allocating), 4);   // the string and its characters, twice
   EXPECT_GT(ops, 10);
 }
 
