@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <vkattn/vkattn.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -20,6 +21,7 @@
 
 #include "bench/suites.hpp"
 #include "context_impl.hpp"
+#include "device_batch.hpp"
 #include "own_commands.hpp"
 
 namespace {
@@ -109,6 +111,36 @@ TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
   allocating.record = [](VkCommandBuffer, uint32_t) { delete new std::string(64, 'x'); };
   EXPECT_EQ(allocations_of(ctx, commands, allocating), 4);   // the string and its characters, twice
   EXPECT_GT(ops, 10);
+}
+
+// prefix_prefill with its fused cache write (slot_mapping), which no bench
+// case records: the attention's recording and write_kv_cache's.
+TEST_P(RecordAllocations, RecordingPrefixPrefillWithItsCacheWriteAllocatesNothing) {
+  ContextOptions o;
+  o.validation = false;
+  o.disable_push_descriptors = !GetParam();
+  Context ctx(o);
+  OwnCommands commands(ctx);
+  const KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  PagedKvCache cache(ctx, cfg);
+  // Two sequences: 20 cached tokens and 10 new (blocks 0, 1), and 5 new (block 2).
+  DeviceBatch batch(ctx, {0, 10, 15}, {30, 5}, {0, 1, 2, 3}, 2);
+  const PrefixPrefillPlan plan(ctx, cfg, 4, DType::f16, batch.lengths());
+  const int64_t T = 15;
+  Buffer q(ctx, T * 4 * 64 * 2), out(ctx, T * 4 * 64 * 2), kv(ctx, 2 * T * 2 * 64 * 2), slots(ctx, T * 4);
+  Buffer workspace(ctx, std::max<uint64_t>(plan.workspace_bytes(), 16));
+  PrefixPrefillArgs a;
+  a.q = TensorView::contiguous(q, DType::f16, {T, 4, 64});
+  a.out = TensorView::contiguous(out, DType::f16, {T, 4, 64});
+  a.key = TensorView::contiguous(kv, DType::f16, {T, 2, 64});
+  a.value = TensorView::contiguous(kv, DType::f16, {T, 2, 64}, T * 2 * 64 * 2);
+  a.slot_mapping = TensorView::contiguous(slots, DType::i32, {T});
+  a.batch = batch.view();
+  a.params.scale = 0.125f;
+  a.workspace = TensorView::contiguous(workspace, DType::f32, {int64_t(workspace.size() / 4)});
+  tool::BenchOp op;
+  op.record = [&](VkCommandBuffer cmd, uint32_t) { prefix_prefill(ctx, plan, cache, a, cmd); };
+  EXPECT_EQ(allocations_of(ctx, commands, op), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
