@@ -82,14 +82,20 @@ long allocations_of(Context& ctx, const OwnCommands& commands, const tool::Bench
   return counted.load();
 }
 
+// A Context without the validation layers (they allocate on the recording
+// thread themselves), binding through push descriptors or sets from its pools.
+ContextOptions counting_options(bool push_descriptors = true) {
+  ContextOptions o;
+  o.validation = false;
+  o.disable_push_descriptors = !push_descriptors;
+  return o;
+}
+
 // Whether the Context binds through push descriptors (the param) or sets from its pools.
 class RecordAllocations : public ::testing::TestWithParam<bool> {};
 
 TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
-  ContextOptions o;
-  o.validation = false;
-  o.disable_push_descriptors = !GetParam();
-  Context ctx(o);
+  Context ctx(counting_options(GetParam()));
   OwnCommands commands(ctx);
   const tool::DecodeOptions d;
   const std::vector<std::pair<const char*, std::vector<tool::BenchOp>>> suites = {
@@ -116,10 +122,7 @@ TEST_P(RecordAllocations, RecordingAPreparedOpAllocatesNothing) {
 // prefix_prefill with its fused cache write (slot_mapping), which no bench
 // case records: the attention's recording and write_kv_cache's.
 TEST_P(RecordAllocations, RecordingPrefixPrefillWithItsCacheWriteAllocatesNothing) {
-  ContextOptions o;
-  o.validation = false;
-  o.disable_push_descriptors = !GetParam();
-  Context ctx(o);
+  Context ctx(counting_options(GetParam()));
   OwnCommands commands(ctx);
   const KvCacheConfig cfg{.num_blocks = 8, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
   PagedKvCache cache(ctx, cfg);
@@ -146,19 +149,12 @@ TEST_P(RecordAllocations, RecordingPrefixPrefillWithItsCacheWriteAllocatesNothin
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
 
-}  // namespace
-}  // namespace vkattn::test
-
-namespace vkattn::test {
-namespace {
 
 // A plan per step (the planned form) is host work O(num_seqs) with one heap
 // allocation, its data (paged_attention.hpp says so), for 256 sequences as
 // for 1.
 TEST(PlanAllocations, APlanAllocatesAsMuchForManySequencesAsForOne) {
-  ContextOptions o;
-  o.validation = false;
-  Context ctx(o);
+  Context ctx(counting_options());
   const KvCacheConfig cfg{.num_blocks = 4096, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
   auto allocations = [&](uint32_t seqs, int32_t query_len) {
     std::vector<int32_t> starts(seqs + 1), lens(seqs, 300);
