@@ -15,12 +15,12 @@ namespace vkattn::tool {
 
 namespace {
 
-// Rotating copies live side by side in one buffer per role (few, large allocations).
 // Each copy's views are made once, as an engine keeps its step's: made in
 // the record, their shapes were heap allocations in every timed repetition.
 struct WriteViews {
   TensorView key, value, slots;
 };
+// Rotating copies live side by side in one buffer per role (few, large allocations).
 struct WriteInputs {
   std::unique_ptr<Buffer> keys, values, slots;
   std::unique_ptr<PagedKvCache> cache;
