@@ -5,7 +5,8 @@
 # Prints one summary line per path and any failure; a shard that crashed is
 # named with the test it died in, and the tests it did not reach run again
 # (rerun_rest). vkattn_record_allocation_tests, where it lies beside the
-# binary, runs on each path too. Exits non-zero if a test failed or a shard did not finish. Used on the GPU machine (DEVELOPERS.md, "The GPU
+# binary, runs on each path too. Exits non-zero if a test failed or a shard
+# did not finish. Used on the GPU machine (DEVELOPERS.md, "The GPU
 # machine"); runs anywhere a device is.
 #
 #   tools/gpu_suite.sh [TESTS_BINARY] [OUT_DIR]     (env PATHS, SHARDS, FILTER)
