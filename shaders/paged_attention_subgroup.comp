@@ -329,9 +329,9 @@ shared vec4 row_scale[(PA_WORKGROUP_SIZE / PA_SUBGROUP_SIZE) * 4u];     // per s
 // The softmax reads a lane's S words and writes its P pairs a whole element
 // at a time where they fill elements: a lane's CPL keys start at a multiple
 // of CPL, S's rows are 16 words and P's 8 (at P_AT, a multiple of 8 words
-// unpacked). A word through a dynamic component instead cost prefill-shaped
-// work (16-row tiles, CPL 8) 9% on the KHR path (DEVELOPERS.md, "The item
-// as a function, and the KHR softmax in 16-byte elements").
+// unpacked). A word through a dynamic component instead made prefill-shaped
+// work (16-row tiles, CPL 8) measurably slower (DEVELOPERS.md, "The decode
+// kernel's softmax in 16-byte elements, and the item function inlined").
 const bool S_VEC4 = CPL % 4u == 0u;
 #if PA_MATRIX_BF16
 const bool P_VEC4 = CPL % 8u == 0u ? (PACK ? false : true) : false;
