@@ -522,6 +522,19 @@ TEST(BenchTable, AnUnsteadyCaseIsMarked) {
   EXPECT_TRUE(marked) << t;
 }
 
+// A case timed while the machine's matrix rate was slow says so, with the rate.
+TEST(BenchTable, ACaseTimedOnASlowMachineIsMarked) {
+  auto cases = sample_cases();
+  cases[1].params["machine_slow"] = "yes";
+  cases[1].params["matrix_rate_after"] = "123.4";
+  std::ostringstream os;
+  write_table(os, sample_meta(), cases);
+  const std::string t = os.str();
+  const std::size_t at = t.find("(slow machine: f16 matrix 123.4 TFLOP/s after it)");
+  EXPECT_NE(at, std::string::npos) << t;
+  EXPECT_EQ(at, t.rfind("(slow machine")) << t;
+}
+
 // ----------------------------------------------------------------- JSON ---
 
 TEST(BenchJson, ParsesAndHasEveryFigure) {

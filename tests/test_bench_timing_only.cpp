@@ -1,7 +1,8 @@
 // vkattn bench refuses to time a case that fails verification, unless
 // VKATTN_BENCH_TIMING_ONLY=1 (timing-only builds that leave a stage out):
 // then it times it and reports it unverified. And it times a case again when
-// its samples drift (steady_samples).
+// its samples drift (steady_samples), or when the machine's matrix rate
+// read slow right after it (MeasureOptions::machine_check).
 #include <cstdlib>
 #include <vector>
 
@@ -56,6 +57,45 @@ TEST_F(BenchTimingOnly, OnlyTheValueOneCounts) {
   set_test_env("VKATTN_BENCH_TIMING_ONLY", "yes");
   tool::BenchOp op = wrong_case();
   EXPECT_VKATTN_ERROR(tool::measure(ctx(), op, few()), "failed verification");
+}
+
+// A case whose machine check reads slow is timed again, once, and flagged
+// only when the second check reads slow too.
+TEST_F(BenchTimingOnly, ASlowMachineCheckRetimesTheCaseOnce) {
+  clear_test_env("VKATTN_BENCH_TIMING_ONLY");
+  auto passing = [] {
+    tool::BenchOp op = wrong_case();
+    op.info.name = "fine";
+    op.verify = [] {
+      tool::Verification v;
+      v.pass = true;
+      return v;
+    };
+    return op;
+  };
+  for (const bool stays_slow : {false, true}) {
+    SCOPED_TRACE(stays_slow ? "stays slow" : "slow once");
+    tool::BenchOp op = passing();
+    tool::MeasureOptions o = few();
+    int checks = 0;
+    o.machine_ceiling = 600;
+    o.machine_check = [&] { return ++checks == 1 || stays_slow ? 539.0 : 641.0; };   // 539 < 90% of 600 = 540
+    EXPECT_NO_THROW(tool::measure(ctx(), op, o));
+    EXPECT_EQ(checks, 2);
+    EXPECT_EQ(op.info.params["matrix_rate_after"], stays_slow ? "539" : "641");
+    EXPECT_EQ(op.info.params.count("machine_slow"), stays_slow ? 1u : 0u);
+    EXPECT_EQ(op.info.params["retimes"], "1");
+  }
+  // At 90% of the ceiling: one check, no retime.
+  tool::BenchOp op = passing();
+  tool::MeasureOptions o = few();
+  int checks = 0;
+  o.machine_ceiling = 600;
+  o.machine_check = [&] { return ++checks, 540.0; };
+  EXPECT_NO_THROW(tool::measure(ctx(), op, o));
+  EXPECT_EQ(checks, 1);
+  EXPECT_EQ(op.info.params.count("machine_slow"), 0u);
+  EXPECT_EQ(op.info.params.count("retimes"), 0u);
 }
 
 // The H200's sliding-window case of 25 November 2026: 6 repetitions at 20.2

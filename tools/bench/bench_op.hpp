@@ -33,6 +33,15 @@ struct MeasureOptions {
   uint32_t max_repeat = 5000;
   // Runs after verification and before warm-up (vkattn bench: spin_up, see ceilings.hpp).
   std::function<void()> before_timing;
+  // Runs after the timing (vkattn bench: the f16 matrix-peak kernel for a few
+  // milliseconds) and returns the machine's matrix rate now, TFLOP/s; with
+  // `machine_ceiling`, the rate the run's ceilings measured. A case whose
+  // check reads under 90% of it is timed again (once): its figure was taken on
+  // a slow machine, not of a slow kernel. The reading goes into the case's
+  // params ("matrix_rate_after"), and "machine_slow" says when the retime read
+  // slow too.
+  std::function<double()> machine_check;
+  double machine_ceiling = 0;
 };
 
 // Verifies the op (a failed check throws: a benchmark of a wrong kernel is an

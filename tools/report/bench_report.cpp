@@ -288,7 +288,10 @@ void write_table(std::ostream& os, const BenchMeta& meta, const std::vector<Benc
         have && c.bytes > 0 ? format_gbps(st.gbps) : "-",
         have && c.flops > 0 ? format_tflops(st.tflops) : "-",
         st.fraction > 0 ? format_percent(st.fraction) : "-",
-        (c.bound.empty() ? "-" : one_line(c.bound)) + (c.params.count("unsteady") ? " (unsteady)" : ""),
+        (c.bound.empty() ? "-" : one_line(c.bound)) + (c.params.count("unsteady") ? " (unsteady)" : "") +
+            (c.params.count("machine_slow") && c.params.count("matrix_rate_after")
+                 ? " (slow machine: f16 matrix " + c.params.at("matrix_rate_after") + " TFLOP/s after it)"
+                 : ""),
         verified,
     });
   }
