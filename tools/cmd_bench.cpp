@@ -95,6 +95,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   auto& repeat = f.add_int("repeat", 30, "at least N timed repetitions per case", 1, 100000);
   auto& min_time = f.add_double("min-time", 0.05, "at least this many seconds of GPU time per case", 0.0, 600.0);
   auto& quick = f.add_bool("quick", false, "small sizes (CPU devices, smoke tests)");
+  auto& rounds = f.add_int("rounds", 1,
+                           "time every case N times in this process, its inputs made anew each round (rounds after the first named \"(round K)\")",
+                           1, 100);
   const bool serve = suite->name == "serve";
   ServeOptions so;
   bool* host_only = nullptr;
@@ -144,6 +147,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   } catch (const std::regex_error& e) {
     throw cli::UsageError("--filter: '" + filter + "' is not a regular expression (" + e.what() + ")");
   }
+  if (serve && rounds > 1) throw cli::UsageError("--rounds " + std::to_string(rounds) + ": the serve suite times its steps itself; expected 1");
   check_writable("json", json);
   check_writable("csv", csv);
   check_writable("plot", plot);
@@ -197,50 +201,58 @@ int cmd_bench(const std::vector<std::string>& args) {
     so.before_timing = mo.before_timing;
     results = serve_cases(ctx, so);
   }
-  std::vector<BenchOp> ops;
-  if (decode) {
-    DecodeOptions d;
-    d.dtype = parse_dtype(*dtype);
-    d.cache_dtype = *cache_dtype == "same" ? d.dtype : parse_dtype(*cache_dtype);
-    d.block_size = static_cast<uint32_t>(*block_size);
-    d.layout = parse_layout(*layout);
-    d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
-    d.segments = static_cast<uint32_t>(*segments);
-    d.q_heads = static_cast<uint32_t>(*q_heads);
-    d.kv_heads = static_cast<uint32_t>(*kv_heads);
-    {
-      const int64_t qh = *q_heads ? *q_heads : (quick ? 8 : 32), kh = *kv_heads ? *kv_heads : (quick ? 2 : 8);
-      if (qh % kh)
-        throw cli::UsageError("--q-heads " + std::to_string(qh) + " and --kv-heads " + std::to_string(kh) +
-                              ": expected kv heads that divide the q heads");
+  // The cases of one round (made anew each round: new inputs, new buffers).
+  auto make_ops = [&]() {
+    std::vector<BenchOp> ops;
+    if (decode) {
+      DecodeOptions d;
+      d.dtype = parse_dtype(*dtype);
+      d.cache_dtype = *cache_dtype == "same" ? d.dtype : parse_dtype(*cache_dtype);
+      d.block_size = static_cast<uint32_t>(*block_size);
+      d.layout = parse_layout(*layout);
+      d.prefill = *prefill_kernel == "on" ? PrefillKernel::on : *prefill_kernel == "off" ? PrefillKernel::off : PrefillKernel::automatic;
+      d.segments = static_cast<uint32_t>(*segments);
+      d.q_heads = static_cast<uint32_t>(*q_heads);
+      d.kv_heads = static_cast<uint32_t>(*kv_heads);
+      {
+        const int64_t qh = *q_heads ? *q_heads : (quick ? 8 : 32), kh = *kv_heads ? *kv_heads : (quick ? 2 : 8);
+        if (qh % kh)
+          throw cli::UsageError("--q-heads " + std::to_string(qh) + " and --kv-heads " + std::to_string(kh) +
+                                ": expected kv heads that divide the q heads");
+      }
+      if (query_len) {
+        d.query_len = static_cast<uint32_t>(*query_len);
+        const int64_t shortest = f.was_set("context") ? *std::min_element(decode_contexts->begin(), decode_contexts->end())
+                                                      : (quick ? 100 : DecodeOptions::kSweepContexts[0]);
+        if (*query_len > shortest)
+          throw cli::UsageError("--query-len " + std::to_string(*query_len) + ": expected at most the shortest context (" +
+                                std::to_string(shortest) + ")");
+      }
+      if (head_size) {
+        if (*head_size % 16) throw cli::UsageError("--head-size " + std::to_string(*head_size) + ": expected a multiple of 16 (16 to 256), or 0");
+        d.head_size = static_cast<uint32_t>(*head_size);
+      }
+      auto grid = [&](const char* name, const std::vector<int64_t>* v, std::vector<uint32_t>& to) {
+        if (v && f.was_set(name)) for (int64_t x : *v) to.push_back(static_cast<uint32_t>(x));
+      };
+      grid("batch", decode_batches, d.batches);
+      grid("context", decode_contexts, d.contexts);
+      ops = suite->name == "prefill" ? prefill_cases(ctx, quick, d) : decode_cases(ctx, quick, d);
+    } else if (!serve) {
+      ops = suite->cases(ctx, quick);
     }
-    if (query_len) {
-      d.query_len = static_cast<uint32_t>(*query_len);
-      const int64_t shortest = f.was_set("context") ? *std::min_element(decode_contexts->begin(), decode_contexts->end())
-                                                    : (quick ? 100 : DecodeOptions::kSweepContexts[0]);
-      if (*query_len > shortest)
-        throw cli::UsageError("--query-len " + std::to_string(*query_len) + ": expected at most the shortest context (" +
-                              std::to_string(shortest) + ")");
+    return ops;
+  };
+  for (int64_t round = 1; round <= rounds; ++round) {
+    std::vector<BenchOp> ops = make_ops();
+    for (auto& op : ops) {
+      if (!std::regex_search(op.info.name, re)) continue;
+      if (round > 1) op.info.name += " (round " + std::to_string(round) + ")";
+      progress.step(op.info.name);
+      measure(ctx, op, mo);
+      if (suite->name == "ceilings") absorb(op.info);
+      results.push_back(op.info);
     }
-    if (head_size) {
-      if (*head_size % 16) throw cli::UsageError("--head-size " + std::to_string(*head_size) + ": expected a multiple of 16 (16 to 256), or 0");
-      d.head_size = static_cast<uint32_t>(*head_size);
-    }
-    auto grid = [&](const char* name, const std::vector<int64_t>* v, std::vector<uint32_t>& to) {
-      if (v && f.was_set(name)) for (int64_t x : *v) to.push_back(static_cast<uint32_t>(x));
-    };
-    grid("batch", decode_batches, d.batches);
-    grid("context", decode_contexts, d.contexts);
-    ops = suite->name == "prefill" ? prefill_cases(ctx, quick, d) : decode_cases(ctx, quick, d);
-  } else if (!serve) {
-    ops = suite->cases(ctx, quick);
-  }
-  for (auto& op : ops) {
-    if (!std::regex_search(op.info.name, re)) continue;
-    progress.step(op.info.name);
-    measure(ctx, op, mo);
-    if (suite->name == "ceilings") absorb(op.info);
-    results.push_back(op.info);
   }
   progress.finish();
   // The path in the title is the one the cases ran on (a plan may choose its
