@@ -385,6 +385,14 @@ TEST_F(HostileRegressions, AMovedFromPlanIsRefused) {
   EXPECT_VKATTN_ERROR(paged_attention(ctx(), plan, cache, one_token(mem, 1)), what);
   plan = moved;   // assigning makes it a plan again
   EXPECT_EQ(plan.num_tokens(), 1u);
+  // Copying a plan moved from throws and leaves the target as it was.
+  PagedAttentionPlan kept = moved;
+  PagedAttentionPlan taken = std::move(kept);
+  EXPECT_VKATTN_ERROR(plan = kept, what);
+  EXPECT_EQ(plan.num_tokens(), 1u);
+  plan = std::move(plan);   // moving a plan onto itself keeps it
+  EXPECT_EQ(plan.num_tokens(), 1u);
+  EXPECT_EQ(taken.num_tokens(), 1u);
   // A prefix-prefill plan holds one.
   PrefixPrefillPlan prefix(ctx(), cfg_, 1, DType::f16, PagedAttentionLengths{qsl, lens});
   PrefixPrefillPlan prefix_moved = std::move(prefix);

@@ -5,9 +5,9 @@
 // Plan and run, as FlashInfer splits them:
 //  - A plan is host work only, O(num_seqs): from the batch's lengths (host
 //    copies of what the engine keeps on the GPU) it picks the tile shape,
-//    the workgroup size and whether to split the KV range. It allocates no
-//    device memory (its host data is one heap allocation), and uploads and
-//    submits nothing, so an engine makes one per step.
+//    the workgroup size and whether to split the KV range. It allocates
+//    nothing, on the device or the host (its data is held in the object),
+//    and uploads and submits nothing, so an engine makes one per step.
 //  - Running it records dispatches that read the batch from device views the
 //    engine owns (query_start_loc, seq_lens, block_table) and the layer's
 //    values (scale, window, softcap, sinks, ALiBi slopes, qq_bias) given at
@@ -38,6 +38,7 @@
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/tensor.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -165,6 +166,8 @@ namespace detail { struct PagedAttentionPlanData; }
 
 // Immutable once made; owns no device objects, so it may be destroyed at any
 // time (even while work recorded from it is pending) and shared by threads.
+// Its data is held in the object (no heap allocation, nor for a copy); a
+// plan moved from throws vkattn::Error on use.
 class PagedAttentionPlan {
  public:
   // A plan for one batch: num_tokens = query_start_loc[num_seqs]. Checks the
@@ -208,7 +211,13 @@ class PagedAttentionPlan {
 
  private:
   friend class PrefixPrefillPlan;   // a paged-attention plan of its own kind (prefix_prefill.hpp)
-  std::unique_ptr<detail::PagedAttentionPlanData> data_;
+  detail::PagedAttentionPlanData& make_data();   // constructs the data in place
+  detail::PagedAttentionPlanData& mutable_data();   // a PrefixPrefillPlan's marks, while it is made
+  void drop_data() noexcept;
+  // The data, in place; paged_attention.cpp checks that it fits.
+  static constexpr std::size_t kDataBytes = 256;
+  alignas(16) unsigned char data_[kDataBytes];
+  bool has_data_ = false;
 };
 
 // Creates, before the first step, every pipeline that paged_attention may

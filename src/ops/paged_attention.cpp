@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
 
 #include "abi/kv_chunk_division.h"
 #include "abi/paged_attention.h"
@@ -262,11 +265,10 @@ ScheduleProblem problem_of(const PagedAttentionPlanData& p, const PagedAttention
 }  // namespace
 
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
-                                       const PagedAttentionLengths& lengths, const PagedAttentionPlanOptions& options)
-    : data_(std::make_unique<PagedAttentionPlanData>()) {
+                                       const PagedAttentionLengths& lengths, const PagedAttentionPlanOptions& options) {
   check_shapes(cache, num_q_heads, q_dtype);
   check_options(options);
-  auto& p = *data_;
+  auto& p = make_data();
   p.cache = cache;
   p.num_q_heads = num_q_heads;
   p.q_dtype = q_dtype;
@@ -280,8 +282,7 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
 }
 
 PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
-                                       const PagedAttentionLimits& limits, const PagedAttentionPlanOptions& options)
-    : data_(std::make_unique<PagedAttentionPlanData>()) {
+                                       const PagedAttentionLimits& limits, const PagedAttentionPlanOptions& options) {
   check_shapes(cache, num_q_heads, q_dtype);
   check_options(options);
   if (limits.max_query_len > limits.max_num_tokens)
@@ -290,7 +291,7 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
   for (auto [name, value] : {std::pair{"num_seqs", limits.num_seqs}, std::pair{"max_num_tokens", limits.max_num_tokens}})
     if (value > (1u << 30))
       fail(std::string("limits.") + name + " = " + std::to_string(value) + " is not supported: expected at most 2^30");
-  auto& p = *data_;
+  auto& p = make_data();
   p.cache = cache;
   p.num_q_heads = num_q_heads;
   p.q_dtype = q_dtype;
@@ -303,18 +304,54 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
   finish_plan(ctx, p, problem);
 }
 
-PagedAttentionPlan::~PagedAttentionPlan() = default;
-const PagedAttentionPlanData& PagedAttentionPlan::data() const {
-  if (!data_) throw Error("this plan was moved from (a PagedAttentionPlan, or the PrefixPrefillPlan that holds one): use the plan it was moved to");
-  return *data_;
+// The plan's data lives in the object (kDataBytes, declared where the type
+// is incomplete): a plan a step allocates nothing.
+static_assert(sizeof(PagedAttentionPlanData) <= 256 && alignof(PagedAttentionPlanData) <= 16,
+              "PagedAttentionPlan::kDataBytes no longer holds the plan's data: raise it");
+static_assert(std::is_trivially_copyable_v<PagedAttentionPlanData>, "the plan's data is copied and moved as a value");
+PagedAttentionPlanData& PagedAttentionPlan::make_data() {
+  drop_data();
+  auto* p = new (data_) PagedAttentionPlanData();
+  has_data_ = true;
+  return *p;
 }
-PagedAttentionPlan::PagedAttentionPlan(const PagedAttentionPlan& o) : data_(std::make_unique<PagedAttentionPlanData>(o.data())) {}
+void PagedAttentionPlan::drop_data() noexcept {
+  if (has_data_) std::launder(reinterpret_cast<PagedAttentionPlanData*>(data_))->~PagedAttentionPlanData();
+  has_data_ = false;
+}
+PagedAttentionPlan::~PagedAttentionPlan() { drop_data(); }
+PagedAttentionPlanData& PagedAttentionPlan::mutable_data() { return const_cast<PagedAttentionPlanData&>(std::as_const(*this).data()); }
+const PagedAttentionPlanData& PagedAttentionPlan::data() const {
+  if (!has_data_) throw Error("this plan was moved from (a PagedAttentionPlan, or the PrefixPrefillPlan that holds one): use the plan it was moved to");
+  return *std::launder(reinterpret_cast<const PagedAttentionPlanData*>(data_));
+}
+PagedAttentionPlan::PagedAttentionPlan(const PagedAttentionPlan& o) { make_data() = o.data(); }
 PagedAttentionPlan& PagedAttentionPlan::operator=(const PagedAttentionPlan& o) {
-  if (this != &o) data_ = std::make_unique<PagedAttentionPlanData>(o.data());
+  if (this != &o) {
+    const PagedAttentionPlanData copy = o.data();   // throws for a plan moved from, leaving this one as it was
+    make_data() = copy;
+  }
   return *this;
 }
-PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&&) noexcept = default;
-PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&&) noexcept = default;
+// A move copies the data and leaves the source moved from (it throws on use).
+PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&& o) noexcept {
+  if (o.has_data_) {
+    new (data_) PagedAttentionPlanData(*std::launder(reinterpret_cast<PagedAttentionPlanData*>(o.data_)));
+    has_data_ = true;
+    o.drop_data();
+  }
+}
+PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&& o) noexcept {
+  if (this != &o) {
+    drop_data();
+    if (o.has_data_) {
+      new (data_) PagedAttentionPlanData(*std::launder(reinterpret_cast<PagedAttentionPlanData*>(o.data_)));
+      has_data_ = true;
+      o.drop_data();
+    }
+  }
+  return *this;
+}
 uint32_t PagedAttentionPlan::num_tokens() const { return data().num_tokens; }
 uint32_t PagedAttentionPlan::num_seqs() const { return data().num_seqs; }
 uint32_t PagedAttentionPlan::max_query_len() const { return data().max_query_len; }

@@ -113,7 +113,7 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
                                         lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)),
                                         options))) {
   check_workspace_option(plan_, options);
-  mark_prefix_prefill(*plan_.data_, cache, q_dtype);
+  mark_prefix_prefill(plan_.mutable_data(), cache, q_dtype);
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
@@ -121,7 +121,7 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
     : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits,
                       attention_options(ctx, cache, num_q_heads, limits.max_num_tokens, options))) {
   check_workspace_option(plan_, options);
-  mark_prefix_prefill(*plan_.data_, cache, q_dtype);
+  mark_prefix_prefill(plan_.mutable_data(), cache, q_dtype);
 }
 
 void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {
