@@ -13,10 +13,10 @@
 #include <regex>
 
 #include "bench/ceilings.hpp"
-#include "gpu_timer.hpp"
 #include "bench/serve_bench.hpp"
 #include "bench/suites.hpp"
 #include "commands.hpp"
+#include "gpu_timer.hpp"
 #include "report/bench_report.hpp"
 #include "report/progress.hpp"
 #include "report/svg_plot.hpp"

@@ -75,7 +75,7 @@ struct ServingLoop::State {
   std::vector<int32_t> qsl, lens, table;
   std::vector<int64_t> slots;
   std::vector<uint16_t> q_host, k_host, v_host;   // rows of the last step, as written
-  std::unique_ptr<PagedAttentionPlan> plan;       // normal mode: the last step's
+  std::optional<PagedAttentionPlan> plan;         // normal mode: the last step's (held in place: no allocation)
   std::unique_ptr<PagedAttentionPlan> replay_plan[2];
 
   ref::Rng rng;
@@ -379,8 +379,7 @@ StepTimes ServingLoop::step() {
     const auto p0 = Clock::now();
     PagedAttentionPlanOptions o;
     o.workspace_bytes = s.workspace.size();
-    s.plan = std::make_unique<PagedAttentionPlan>(s.ctx, s.cache_cfg, s.cfg.num_q_heads, DType::f16,
-                                                  PagedAttentionLengths{s.qsl, s.lens}, o);
+    s.plan.emplace(s.ctx, s.cache_cfg, s.cfg.num_q_heads, DType::f16, PagedAttentionLengths{s.qsl, s.lens}, o);
     t.plan_us = us_since(p0);
     const auto r0 = Clock::now();
     check(s.vk.vkResetCommandBuffer(s.normal_cmd, 0), "vkResetCommandBuffer");
