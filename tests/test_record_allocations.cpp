@@ -152,6 +152,40 @@ TEST_P(RecordAllocations, RecordingPrefixPrefillWithItsCacheWriteAllocatesNothin
   EXPECT_EQ(allocations_of(ctx, commands, op), 0);
 }
 
+// An engine's step as README's serving loop makes it: a plan from this
+// step's lengths, the step's views made anew (its token count changes), the
+// new tokens' K/V written to the cache and the attention recorded, with ALiBi
+// and an LSE output. Once the pipelines exist, nothing of it allocates.
+TEST_P(RecordAllocations, AnEnginesWholeStepAllocatesNothing) {
+  Context ctx(counting_options(GetParam()));
+  OwnCommands commands(ctx);
+  const KvCacheConfig cfg{.num_blocks = 16, .block_size = 16, .num_kv_heads = 2, .head_size = 64};
+  PagedKvCache cache(ctx, cfg);
+  // Three sequences: two decoding (40 and 17 tokens of context), one a 9-token prefill chunk.
+  const std::vector<int32_t> qsl{0, 1, 2, 11}, lens{41, 18, 9};
+  DeviceBatch batch(ctx, qsl, lens, {0, 1, 2, 3, 4, 5, 6, 7, 8}, 3);
+  const int64_t T = 11, H = 4, D = 64;
+  Buffer q(ctx, T * H * D * 2), out(ctx, T * H * D * 2), kv(ctx, 2 * T * 2 * D * 2), slots(ctx, T * 8), lse(ctx, T * H * 4),
+      slopes(ctx, H * 4);
+  const PagedAttentionVariant variant{.alibi = true, .lse = true};
+  prepare_paged_attention(ctx, cfg, H, DType::f16, std::span(&variant, 1));
+  tool::BenchOp op;
+  op.record = [&](VkCommandBuffer cmd, uint32_t) {
+    const PagedAttentionPlan plan(ctx, cfg, H, DType::f16, PagedAttentionLengths{qsl, lens});
+    write_kv_cache(ctx, cache, TensorView::contiguous(kv, DType::f16, {T, 2, D}),
+                   TensorView::contiguous(kv, DType::f16, {T, 2, D}, T * 2 * D * 2), TensorView::contiguous(slots, DType::i64, {T}), cmd);
+    PagedAttentionArgs a;
+    a.q = TensorView::contiguous(q, DType::f16, {T, H, D});
+    a.out = TensorView::contiguous(out, DType::f16, {T, H, D});
+    a.lse = TensorView::contiguous(lse, DType::f32, {T, H});
+    a.batch = batch.view();
+    a.params.scale = 0.125f;
+    a.params.alibi_slopes = TensorView::contiguous(slopes, DType::f32, {H});
+    paged_attention(ctx, plan, cache, a, cmd);
+  };
+  EXPECT_EQ(allocations_of(ctx, commands, op), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
 
