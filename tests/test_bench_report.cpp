@@ -522,15 +522,16 @@ TEST(BenchTable, AnUnsteadyCaseIsMarked) {
   EXPECT_TRUE(marked) << t;
 }
 
-// A case timed while the machine's matrix rate was slow says so, with the rate.
+// A case timed while the machine was slow says so, with its rates.
 TEST(BenchTable, ACaseTimedOnASlowMachineIsMarked) {
   auto cases = sample_cases();
   cases[1].params["machine_slow"] = "yes";
   cases[1].params["matrix_rate_after"] = "123.4";
+  cases[1].params["copy_rate_after"] = "2071";
   std::ostringstream os;
   write_table(os, sample_meta(), cases);
   const std::string t = os.str();
-  const std::size_t at = t.find("(slow machine: f16 matrix 123.4 TFLOP/s after it)");
+  const std::size_t at = t.find("(slow machine: f16 matrix 123.4 TFLOP/s, copy 2071 GB/s after it)");
   EXPECT_NE(at, std::string::npos) << t;
   EXPECT_EQ(at, t.rfind("(slow machine")) << t;
 }

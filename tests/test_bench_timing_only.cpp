@@ -1,9 +1,10 @@
 // vkattn bench refuses to time a case that fails verification, unless
 // VKATTN_BENCH_TIMING_ONLY=1 (timing-only builds that leave a stage out):
 // then it times it and reports it unverified. And it times a case again when
-// its samples drift (steady_samples), or when the machine's matrix rate
-// read slow right after it (MeasureOptions::machine_check).
+// its samples drift (steady_samples), or when the machine's matrix or copy
+// rate read slow right after it (MeasureOptions::machine_check).
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench/bench_op.hpp"
@@ -59,8 +60,9 @@ TEST_F(BenchTimingOnly, OnlyTheValueOneCounts) {
   EXPECT_VKATTN_ERROR(tool::measure(ctx(), op, few()), "failed verification");
 }
 
-// A case whose machine check reads slow is timed again, once, and flagged
-// only when the second check reads slow too.
+// A case whose machine check reads slow (the matrix rate or the copy rate
+// under 90% of its ceiling) is timed again, once, and flagged only when the
+// second check reads slow too.
 TEST_F(BenchTimingOnly, ASlowMachineCheckRetimesTheCaseOnce) {
   clear_test_env("VKATTN_BENCH_TIMING_ONLY");
   auto passing = [] {
@@ -73,25 +75,30 @@ TEST_F(BenchTimingOnly, ASlowMachineCheckRetimesTheCaseOnce) {
     };
     return op;
   };
-  for (const bool stays_slow : {false, true}) {
-    SCOPED_TRACE(stays_slow ? "stays slow" : "slow once");
-    tool::BenchOp op = passing();
-    tool::MeasureOptions o = few();
-    int checks = 0;
-    o.machine_ceiling = 600;
-    o.machine_check = [&] { return ++checks == 1 || stays_slow ? 539.0 : 641.0; };   // 539 < 90% of 600 = 540
-    EXPECT_NO_THROW(tool::measure(ctx(), op, o));
-    EXPECT_EQ(checks, 2);
-    EXPECT_EQ(op.info.params["matrix_rate_after"], stays_slow ? "539" : "641");
-    EXPECT_EQ(op.info.params.count("machine_slow"), stays_slow ? 1u : 0u);
-    EXPECT_EQ(op.info.params["retimes"], "1");
-  }
-  // At 90% of the ceiling: one check, no retime.
+  const tool::MachineRates ceiling{600, 4000}, fast{641, 4100};
+  // 539 < 90% of 600 = 540; 3599 < 90% of 4000 = 3600.
+  for (const tool::MachineRates slow_reading : {tool::MachineRates{539, 4100}, tool::MachineRates{641, 3599}})
+    for (const bool stays_slow : {false, true}) {
+      SCOPED_TRACE(std::string(stays_slow ? "stays slow, " : "slow once, ") + (slow_reading.matrix_tflops < 540 ? "matrix" : "copy"));
+      tool::BenchOp op = passing();
+      tool::MeasureOptions o = few();
+      int checks = 0;
+      o.machine_ceiling = ceiling;
+      o.machine_check = [&] { return ++checks == 1 || stays_slow ? slow_reading : fast; };
+      EXPECT_NO_THROW(tool::measure(ctx(), op, o));
+      EXPECT_EQ(checks, 2);
+      const tool::MachineRates last = stays_slow ? slow_reading : fast;
+      EXPECT_EQ(op.info.params["matrix_rate_after"], last.matrix_tflops == 539 ? "539" : "641");
+      EXPECT_EQ(op.info.params["copy_rate_after"], last.copy_gbps == 3599 ? "3599" : "4100");
+      EXPECT_EQ(op.info.params.count("machine_slow"), stays_slow ? 1u : 0u);
+      EXPECT_EQ(op.info.params["retimes"], "1");
+    }
+  // At 90% of both ceilings: one check, no retime.
   tool::BenchOp op = passing();
   tool::MeasureOptions o = few();
   int checks = 0;
-  o.machine_ceiling = 600;
-  o.machine_check = [&] { return ++checks, 540.0; };
+  o.machine_ceiling = ceiling;
+  o.machine_check = [&] { return ++checks, tool::MachineRates{540, 3600}; };
   EXPECT_NO_THROW(tool::measure(ctx(), op, o));
   EXPECT_EQ(checks, 1);
   EXPECT_EQ(op.info.params.count("machine_slow"), 0u);

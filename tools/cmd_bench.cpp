@@ -180,13 +180,22 @@ int cmd_bench(const std::vector<std::string>& args) {
     measure(ctx, op, mo);
     absorb(op.info);
   }
-  // After each case, the f16 matrix peak again for a few milliseconds: a
-  // figure read while the machine ran slow is retimed, and flagged if it stays.
+  // After each case, the f16 matrix peak and the copy again for a few
+  // milliseconds each: a figure read while the machine ran slow is retimed,
+  // and flagged if it stays.
+  const BenchOp *matrix = nullptr, *copy = nullptr;
   for (const auto& op : ceilings) {
-    if (op.info.bound != "compute" || op.info.params.count("dtype") == 0 || op.info.params.at("dtype") != "f16") continue;
-    mo.machine_ceiling = meta.ceilings.f16_tflops;
-    mo.machine_check = [&ctx, record = op.record, flops = op.info.flops]() {
-      return flops / median_time_us(ctx, [&](VkCommandBuffer cmd) { record(cmd, 0); }, 5, 5000) * 1e-6;
+    if (op.info.bound == "compute" && op.info.params.count("dtype") && op.info.params.at("dtype") == "f16") matrix = &op;
+    if (op.info.bound == "memory") copy = &op;
+  }
+  if (matrix && copy) {
+    mo.machine_ceiling = {meta.ceilings.f16_tflops, meta.ceilings.copy_gbps};
+    mo.machine_check = [&ctx, matrix, copy]() {
+      auto median_us = [&](const BenchOp& op) {
+        return median_time_us(ctx, [&](VkCommandBuffer cmd) { op.record(cmd, 0); }, 5, 5000);
+      };
+      const double matrix_us = median_us(*matrix), copy_us = median_us(*copy);
+      return MachineRates{matrix->info.flops / matrix_us * 1e-6, copy->info.bytes / copy_us * 1e-3};
     };
   }
   if (serve) {

@@ -24,6 +24,11 @@ struct BenchOp {
   std::function<Verification()> verify;
 };
 
+// The machine's f16 matrix rate (TFLOP/s) and device copy rate (GB/s); 0: not measured.
+struct MachineRates {
+  double matrix_tflops = 0, copy_gbps = 0;
+};
+
 struct MeasureOptions {
   uint32_t repeat = 30;        // at least this many timed repetitions
   double min_time_s = 0.05;    // and at least this much GPU time in total
@@ -33,15 +38,16 @@ struct MeasureOptions {
   uint32_t max_repeat = 5000;
   // Runs after verification and before warm-up (vkattn bench: spin_up, see ceilings.hpp).
   std::function<void()> before_timing;
-  // Runs after the timing (vkattn bench: the f16 matrix-peak kernel for a few
-  // milliseconds) and returns the machine's matrix rate now, TFLOP/s; with
-  // `machine_ceiling`, the rate the run's ceilings measured. A case whose
-  // check reads under 90% of it is timed again (once): its figure was taken on
-  // a slow machine, not of a slow kernel. The reading goes into the case's
-  // params ("matrix_rate_after"), and "machine_slow" says when the retime read
-  // slow too.
-  std::function<double()> machine_check;
-  double machine_ceiling = 0;
+  // Runs after the timing (vkattn bench: the f16 matrix-peak kernel and the
+  // device copy, a few milliseconds each) and returns the machine's rates
+  // now; `machine_ceiling` holds the rates the run's ceilings measured. A case
+  // after which either reads under 90% of its ceiling is timed again (once):
+  // its figure may have been taken on a slow machine (a low SM or memory
+  // clock), not of a slow kernel. The readings go into the case's params
+  // ("matrix_rate_after", "copy_rate_after"), and "machine_slow" says when the
+  // retime's reading was slow too.
+  std::function<MachineRates()> machine_check;
+  MachineRates machine_ceiling;
 };
 
 // Verifies the op (a failed check throws: a benchmark of a wrong kernel is an

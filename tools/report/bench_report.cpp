@@ -289,8 +289,9 @@ void write_table(std::ostream& os, const BenchMeta& meta, const std::vector<Benc
         have && c.flops > 0 ? format_tflops(st.tflops) : "-",
         st.fraction > 0 ? format_percent(st.fraction) : "-",
         (c.bound.empty() ? "-" : one_line(c.bound)) + (c.params.count("unsteady") ? " (unsteady)" : "") +
-            (c.params.count("machine_slow") && c.params.count("matrix_rate_after")
-                 ? " (slow machine: f16 matrix " + c.params.at("matrix_rate_after") + " TFLOP/s after it)"
+            (c.params.count("machine_slow") && c.params.count("matrix_rate_after") && c.params.count("copy_rate_after")
+                 ? " (slow machine: f16 matrix " + c.params.at("matrix_rate_after") + " TFLOP/s, copy " +
+                       c.params.at("copy_rate_after") + " GB/s after it)"
                  : ""),
         verified,
     });
