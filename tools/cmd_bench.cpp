@@ -96,7 +96,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   auto& min_time = f.add_double("min-time", 0.05, "at least this many seconds of GPU time per case", 0.0, 600.0);
   auto& quick = f.add_bool("quick", false, "small sizes (CPU devices, smoke tests)");
   auto& rounds = f.add_int("rounds", 1,
-                           "time every case N times in this process, its inputs made anew each round (rounds after the first named \"(round K)\")",
+                           "time every case N times in this process, its inputs made anew in new memory each round (rounds after the first named \"(round K)\")",
                            1, 100);
   const bool serve = suite->name == "serve";
   ServeOptions so;
@@ -252,8 +252,13 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
     return ops;
   };
+  // Each round's cases are made while the previous round's still hold their
+  // memory, so that their buffers lie elsewhere (a figure that follows where
+  // its inputs lie changes from one round to the next).
+  std::vector<BenchOp> previous;
   for (int64_t round = 1; round <= rounds; ++round) {
     std::vector<BenchOp> ops = make_ops();
+    previous.clear();
     for (auto& op : ops) {
       if (!std::regex_search(op.info.name, re)) continue;
       if (round > 1) op.info.name += " (round " + std::to_string(round) + ")";
@@ -262,7 +267,9 @@ int cmd_bench(const std::vector<std::string>& args) {
       if (suite->name == "ceilings") absorb(op.info);
       results.push_back(op.info);
     }
+    previous = std::move(ops);
   }
+  previous.clear();
   progress.finish();
   // The path in the title is the one the cases ran on (a plan may choose its
   // own, e.g. decode on the scalar kernel), not merely the device's best.
