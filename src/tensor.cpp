@@ -23,7 +23,7 @@ Extents::iterator Extents::erase(const_iterator pos) {
 
 void Extents::too_many(size_type count) {
   throw Error("TensorView: " + std::to_string(count) + " dimensions; at most " + std::to_string(kMaxRank) +
-              " are held (no op takes more than 5)");
+              " are held (the ops take at most 4)");
 }
 
 TensorView TensorView::contiguous(BufferRef buffer, DType dtype, Extents shape, VkDeviceSize offset) {

@@ -21,7 +21,7 @@ namespace vkattn {
 
 // Up to kMaxRank integers held in place, with the parts of std::vector's
 // interface that shapes and strides need. More than kMaxRank throws
-// vkattn::Error (no op takes more than 5).
+// vkattn::Error (the ops take at most 4).
 class Extents {
  public:
   static constexpr std::size_t kMaxRank = 8;
