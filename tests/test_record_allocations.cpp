@@ -186,6 +186,58 @@ TEST_P(RecordAllocations, AnEnginesWholeStepAllocatesNothing) {
   EXPECT_EQ(allocations_of(ctx, commands, op), 0);
 }
 
+// Block-sparse attention with its views and mask made anew every step
+// (causal and a window, documents, ALiBi, LSE), and the mask built on the
+// device the same way: nothing allocates.
+TEST_P(RecordAllocations, BlockSparseWithItsViewsMadeEachStepAllocatesNothing) {
+  Context ctx(counting_options(GetParam()));
+  OwnCommands commands(ctx);
+  const int64_t H = 2, L = 128, D = 64, QB = 2, KB = 2;
+  Buffer q(ctx, H * L * D * 2), k(ctx, H * L * D * 2), v(ctx, H * L * D * 2), out(ctx, H * L * D * 2), lse(ctx, H * L * 4),
+      lists(ctx, 4 * (2 * H * QB + 2 * H * QB * KB)), docs(ctx, L * 4), slopes(ctx, H * 4);
+  const BlockSparseMods mods{.all = kMaskCausal | kMaskWindow | kMaskDocument, .any = 0, .score = kScoreAlibi};
+  auto mask_of = [&] {
+    BlockMask m;
+    m.q_block_size = m.kv_block_size = 64;
+    m.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, H, QB});
+    m.kv_indices = TensorView::contiguous(lists, DType::i32, {1, H, QB, KB}, 4 * H * QB);
+    m.full_kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, H, QB}, 4 * (H * QB + H * QB * KB));
+    m.full_kv_indices = TensorView::contiguous(lists, DType::i32, {1, H, QB, KB}, 4 * (2 * H * QB + H * QB * KB));
+    return m;
+  };
+  auto values_of = [&](bool alibi) {
+    BlockSparseModValues x;
+    x.window = 100;
+    x.document_ids = TensorView::contiguous(docs, DType::i32, {L});
+    if (alibi) x.alibi_slopes = TensorView::contiguous(slopes, DType::f32, {H});
+    return x;
+  };
+  tool::BenchOp build;
+  build.record = [&](VkCommandBuffer cmd, uint32_t) {
+    BlockMaskBuild b;
+    b.mods = {.all = mods.all, .any = 0, .score = 0};
+    b.values = values_of(false);
+    b.q_len = b.kv_len = L;
+    b.mask = mask_of();
+    build_block_mask(ctx, b, cmd);
+  };
+  EXPECT_EQ(allocations_of(ctx, commands, build), 0) << "build_block_mask";
+  tool::BenchOp attention;
+  attention.record = [&](VkCommandBuffer cmd, uint32_t) {
+    BlockSparseArgs a;
+    a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
+    a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
+    a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
+    a.out = TensorView::contiguous(out, DType::f16, {1, H, L, D});
+    a.lse = TensorView::contiguous(lse, DType::f32, {1, H, L});
+    a.mask = mask_of();
+    a.mods = mods;
+    a.values = values_of(true);
+    block_sparse_attention(ctx, a, cmd);
+  };
+  EXPECT_EQ(allocations_of(ctx, commands, attention), 0) << "block_sparse_attention";
+}
+
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
 
