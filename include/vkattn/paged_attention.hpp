@@ -215,8 +215,8 @@ class PagedAttentionPlan {
   detail::PagedAttentionPlanData& mutable_data();   // a PrefixPrefillPlan's marks, while it is made
   void drop_data() noexcept;
   // The data, in place; paged_attention.cpp checks that it fits.
-  static constexpr std::size_t kDataBytes = 256;
-  alignas(16) unsigned char data_[kDataBytes];
+  static constexpr std::size_t kDataBytes = 256, kDataAlign = 16;
+  alignas(kDataAlign) unsigned char data_[kDataBytes];
   bool has_data_ = false;
 };
 

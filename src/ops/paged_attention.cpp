@@ -305,11 +305,11 @@ PagedAttentionPlan::PagedAttentionPlan(Context& ctx, const KvCacheConfig& cache,
 }
 
 // The plan's data lives in the object (kDataBytes, declared where the type
-// is incomplete): a plan a step allocates nothing.
-static_assert(sizeof(PagedAttentionPlanData) <= 256 && alignof(PagedAttentionPlanData) <= 16,
-              "PagedAttentionPlan::kDataBytes no longer holds the plan's data: raise it");
-static_assert(std::is_trivially_copyable_v<PagedAttentionPlanData>, "the plan's data is copied and moved as a value");
+// is incomplete), so that a plan made every step allocates nothing.
 PagedAttentionPlanData& PagedAttentionPlan::make_data() {
+  static_assert(sizeof(PagedAttentionPlanData) <= kDataBytes && alignof(PagedAttentionPlanData) <= kDataAlign,
+                "PagedAttentionPlan::kDataBytes no longer holds the plan's data: raise it");
+  static_assert(std::is_trivially_copyable_v<PagedAttentionPlanData>, "the plan's data is copied and moved as a value");
   drop_data();
   auto* p = new (data_) PagedAttentionPlanData();
   has_data_ = true;
