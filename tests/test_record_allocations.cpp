@@ -1,7 +1,7 @@
 // Recording an op into the caller's command buffer allocates nothing on the
 // host once the op's pipelines exist (ops.hpp): an engine records thousands
-// of steps a minute. And a plan, made per step in the planned form, is one
-// heap allocation (paged_attention.hpp). The ops are the
+// of steps a minute. Nor does a plan, made per step in the planned form, nor
+// the views an engine builds for a step (paged_attention.hpp, tensor.hpp). The ops are the
 // benchmark suites' cases (--quick sizes), each recorded once to warm it up
 // and then twice more, counting the calls to operator new the recording
 // thread makes meanwhile. This binary replaces the global operator new to
@@ -240,7 +240,6 @@ TEST_P(RecordAllocations, BlockSparseWithItsViewsMadeEachStepAllocatesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "push_descriptors" : "descriptor_sets"; });
-
 
 // A plan per step (the planned form) is host work O(num_seqs) that
 // allocates nothing (paged_attention.hpp says so: its data is held in the

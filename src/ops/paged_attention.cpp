@@ -334,21 +334,13 @@ PagedAttentionPlan& PagedAttentionPlan::operator=(const PagedAttentionPlan& o) {
   return *this;
 }
 // A move copies the data and leaves the source moved from (it throws on use).
-PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&& o) noexcept {
-  if (o.has_data_) {
-    new (data_) PagedAttentionPlanData(*std::launder(reinterpret_cast<PagedAttentionPlanData*>(o.data_)));
-    has_data_ = true;
-    o.drop_data();
-  }
-}
+PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&& o) noexcept { *this = std::move(o); }
 PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&& o) noexcept {
-  if (this != &o) {
-    drop_data();
-    if (o.has_data_) {
-      new (data_) PagedAttentionPlanData(*std::launder(reinterpret_cast<PagedAttentionPlanData*>(o.data_)));
-      has_data_ = true;
-      o.drop_data();
-    }
+  if (this == &o) return *this;
+  drop_data();
+  if (o.has_data_) {
+    make_data() = o.data();
+    o.drop_data();
   }
   return *this;
 }
