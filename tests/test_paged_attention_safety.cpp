@@ -614,11 +614,33 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     EXPECT_EQ(a.bm, 16u);
     EXPECT_FALSE(a.one_tile_per_seq);
     EXPECT_GT(a.num_workgroups, 0u);
-    // Not on the KHR path, nor with off.
+    // The KHR path routes by the same rule with its own 64-row tile (two
+    // 300-token sequences: 19 tiles each, 304 workgroups); the scalar path
+    // and off keep the decode kernel.
     ScheduleDevice khr = dev;
     khr.path = Path::coopmat;
     khr.prefill_shared_softmax = true;
-    EXPECT_FALSE(schedule_paged_attention(khr, q).prefill.on);
+    const Schedule k = schedule_paged_attention(khr, q);
+    ASSERT_TRUE(k.prefill.on);
+    EXPECT_EQ(k.prefill.min_rows, 64u);
+    EXPECT_EQ(k.prefill.bm, 64u);
+    // One 300-token sequence, which coopmat2 keeps on the decode kernel (80
+    // workgroups of 128 rows), fills the GPU in the KHR tile's 64 rows (19 x
+    // 8 = 152 workgroups).
+    EXPECT_TRUE(schedule_paged_attention(khr, p).prefill.on);
+    // Below head size 128 the KHR path keeps the decode kernel (where the
+    // prefill kernel was measured slower); coopmat2 routes there too.
+    {
+      ScheduleProblem small = q;
+      small.head_size = 64;
+      EXPECT_FALSE(schedule_paged_attention(khr, small).prefill.on);
+      EXPECT_TRUE(schedule_paged_attention(dev, small).prefill.on);
+      small.head_size = 256;
+      EXPECT_TRUE(schedule_paged_attention(khr, small).prefill.on);
+    }
+    ScheduleDevice scalar = dev;
+    scalar.path = Path::scalar;
+    EXPECT_FALSE(schedule_paged_attention(scalar, q).prefill.on);
     q.prefill = PrefillKernel::off;
     EXPECT_FALSE(schedule_paged_attention(dev, q).prefill.on);
     // A replay plan: sized by max_query_len for every sequence.

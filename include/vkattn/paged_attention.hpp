@@ -80,10 +80,11 @@ enum class SplitKv {
 // results within the stated tolerances. The plan decides per batch, and a
 // mixed batch is still one call.
 enum class PrefillKernel {
-  // coopmat2: sequences of at least one prefill tile of rows (query tokens
-  // x GQA heads: 128, or 32 above head size 128), where they give the
-  // prefill kernel a workgroup per multiprocessor or more. KHR coopmat: the
-  // decode kernel.
+  // Matrix paths: sequences of at least one prefill tile of rows (query
+  // tokens x GQA heads: 128 on coopmat2, 64 on KHR coopmat, 32 above head
+  // size 128), where they give the prefill kernel a workgroup per
+  // multiprocessor or more; on KHR coopmat only from head size 128 (below
+  // it the decode kernel was the faster). Scalar: the decode kernel.
   automatic,
   off,
   on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel

@@ -254,9 +254,15 @@ struct Route {
 constexpr uint64_t kMaxRoutingSegments = 4;
 constexpr int64_t kMinRoutingSegmentKeys = 256;
 constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
+// The smallest head size that automatic routes on the KHR path: there the
+// prefill kernel was 1.4-1.6x faster than the decode kernel at head size
+// 128 and 4.4x at 256, but 1.2x slower at 64 (H200, `bench prefill --path
+// coopmat`); the sizes between were not measured, so they keep the decode
+// kernel.
+constexpr uint32_t kMinKhrRoutingHeadSize = 128;
 
 //   PrefillKernel::on: more rows than one token's decode tile.
-//   automatic: on the coopmat2 path, a whole prefill tile of rows or more,
+//   automatic: on a matrix path, a whole prefill tile of rows or more,
 //     where such sequences give the prefill kernel at least a workgroup per
 //     multiprocessor, unsplit or, with an automatic split, in up to
 //     kMaxRoutingSegments segments of kMinRoutingSegmentKeys or more (the
@@ -264,9 +270,10 @@ constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
 //     kernel fewer than kMaxRoutingDecodeItemsPerSm items per SM. Shorter
 //     sequences leave most of its tile's rows empty, and fewer workgroups
 //     leave multiprocessors idle that the decode kernel's 16-row items would
-//     use. On the KHR path the prefill kernel is not the faster on every
-//     shape, so automatic keeps the decode kernel there. (DEVELOPERS.md, "The
-//     prefill kernel", has the measurements.)
+//     use. The KHR path does so from head size kMinKhrRoutingHeadSize; the
+//     scalar path keeps the decode kernel. (DEVELOPERS.md, "The prefill
+//     kernel" and "Automatic routing on the KHR path", has the
+//     measurements.)
 Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;
   const uint64_t max_rows = uint64_t(p.max_query_len) * gqa;
@@ -274,7 +281,9 @@ Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const T
     const uint32_t one_token = choose_tile(dev, p.head_size, gqa).bm;
     return {max_rows > one_token ? one_token + 1 : 0, 0};
   }
-  if (p.prefill != PrefillKernel::automatic || dev.path != Path::coopmat2 || max_rows < pre.bm) return {};
+  if (p.prefill != PrefillKernel::automatic || dev.path == Path::scalar || max_rows < pre.bm ||
+      (dev.path == Path::coopmat && p.head_size < kMinKhrRoutingHeadSize))
+    return {};
   auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
   uint64_t workgroups = 0;
   uint64_t decode_items = 0;   // the other sequences' 16-row tiles
