@@ -40,7 +40,7 @@ std::string fnum(double v) {
 }
 
 // The registered variant named `name` (null for ""), or an error naming the registered ones.
-const RegisteredVariant* custom_variant(const std::string& name, const char* op) {
+const RegisteredVariant* custom_variant(const VariantName& name, const char* op) {
   if (name.empty()) return nullptr;
   if (const RegisteredVariant* v = find_variant(name)) return v;
   std::string known;
@@ -62,7 +62,8 @@ struct Launch {
 Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const RegisteredVariant* custom) {
   const auto& caps = ctx.capabilities();
   Launch l;
-  l.path = ctx.path_for(custom ? custom->attention : "block_sparse");
+  // (Views: the conditional of a string and a literal would copy the string.)
+  l.path = ctx.path_for(custom ? std::string_view(custom->attention) : std::string_view("block_sparse"));
   if (v.q_dtype == DType::bf16 && !caps.bf16_matrices) l.path = Path::scalar;
   const uint32_t dv = v.v_head_size ? v.v_head_size : v.head_size;
   // The prefill kernel takes one head size for q.k and V; the scalar kernel either.
@@ -324,14 +325,13 @@ struct Bindings {
   // at least its declared extent's elements at these sizes (the mods index it
   // from its first element), starting on a binding (no view offset). Then
   // they are inputs that no output may overlap.
-  void bind_custom(const RegisteredVariant* custom, const std::vector<std::pair<std::string, TensorView>>& given,
-                   const ExtentSizes& sizes) {
+  void bind_custom(const RegisteredVariant* custom, const BlockSparseCustomBuffers& given, const ExtentSizes& sizes) {
     for (uint32_t slot = 0; slot < abi::BS_MOD_BUFFERS; ++slot) buffers[abi::BS_BINDING_MOD0 + slot - 1] = placeholder_binding(impl);
     const std::size_t declared = custom ? custom->buffers.size() : 0;
     for (std::size_t i = 0; i < given.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
-        if (given[i].first == given[j].first)
-          throw Error(std::string(op) + ": custom_buffers names '" + given[i].first + "' twice: expected each buffer once");
+        if (given[i].name == given[j].name)
+          throw Error(std::string(op) + ": custom_buffers names '" + given[i].name + "' twice: expected each buffer once");
     for (const auto& [name, view] : given) {
       std::size_t slot = 0;
       while (slot < declared && custom->buffers[slot].name != name) ++slot;
@@ -368,7 +368,7 @@ struct Bindings {
     }
     for (std::size_t slot = 0; slot < declared; ++slot) {
       bool found = false;
-      for (const auto& g : given) found = found || g.first == custom->buffers[slot].name;
+      for (const auto& g : given) found = found || g.name == custom->buffers[slot].name;
       if (!found)
         throw Error(std::string(op) + ": variant '" + custom->name + "' reads buffer '" + custom->buffers[slot].name +
                     "': expected it in custom_buffers");
@@ -376,10 +376,10 @@ struct Bindings {
   }
   // Throws when an output overlaps one of the variant's buffers (after
   // bind_custom: at most BS_MOD_BUFFERS of them, each named once).
-  void check_custom_apart(std::span<const NamedView> outputs, const std::vector<std::pair<std::string, TensorView>>& given) const {
+  void check_custom_apart(std::span<const NamedView> outputs, const BlockSparseCustomBuffers& given) const {
     std::array<NamedView, abi::BS_MOD_BUFFERS> views{};
     const std::size_t n = std::min<std::size_t>(given.size(), views.size());
-    for (std::size_t i = 0; i < n; ++i) views[i] = {&given[i].second, given[i].first.c_str()};
+    for (std::size_t i = 0; i < n; ++i) views[i] = {&given[i].view, given[i].name.c_str()};
     check_apart(op, outputs, std::span<const NamedView>(views.data(), n));
   }
   ContextImpl& impl;
@@ -619,7 +619,7 @@ const Pipeline& build_pipeline(ContextImpl& impl, const BlockSparseMods& mods, c
 
 }  // namespace
 
-void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const std::string& custom_mods) {
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const VariantName& custom_mods) {
   auto& impl = ctx.impl();
   impl.check_usable(kBuildOp);
   const RegisteredVariant* custom = custom_variant(custom_mods, "prepare_build_block_mask");
