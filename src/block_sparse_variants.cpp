@@ -1,5 +1,6 @@
 // The process-wide registry of block-sparse variants (block_sparse_variant.hpp)
 // and of their modules, which find_module searches after the embedded ones.
+#include <vkattn/block_sparse_custom_buffers.hpp>
 #include <vkattn/block_sparse_variant.hpp>
 #include <vkattn/error.hpp>
 
@@ -102,10 +103,16 @@ void register_block_sparse_variant(const std::string& name, const std::vector<Bl
   const std::string what = "register_block_sparse_variant('" + name + "'): ";
   if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }))
     throw Error(what + "the name must be lowercase letters, digits and '_'");
-  if (buffers.size() > 4) throw Error(what + std::to_string(buffers.size()) + " buffers, expected at most 4");
+  if (name.size() > VariantName::kMaxBytes)
+    throw Error(what + "the name is " + std::to_string(name.size()) + " bytes, expected at most " +
+                std::to_string(VariantName::kMaxBytes) + " (the ops hold it in place: VariantName)");
+  if (buffers.size() > BlockSparseCustomBuffers::kMax) throw Error(what + std::to_string(buffers.size()) + " buffers, expected at most " + std::to_string(BlockSparseCustomBuffers::kMax));
   std::vector<detail::RegisteredBuffer> declared;
   for (const auto& b : buffers) {
     if (b.name.empty()) throw Error(what + "a buffer has no name");
+    if (b.name.size() > VariantName::kMaxBytes)
+      throw Error(what + "buffer '" + b.name + "' has a name of " + std::to_string(b.name.size()) + " bytes, expected at most " +
+                  std::to_string(VariantName::kMaxBytes) + " (the ops hold it in place: VariantName)");
     for (const auto& d : declared)
       if (d.name == b.name) throw Error(what + "buffer '" + b.name + "' is declared twice");
     if (b.dtype != DType::f16 && b.dtype != DType::bf16 && b.dtype != DType::f32 && b.dtype != DType::i32)
@@ -145,6 +152,20 @@ std::vector<std::string> block_sparse_variant_names() {
   std::vector<std::string> out;
   for (const auto& v : r.variants) out.push_back(v.name);
   return out;
+}
+
+void VariantName::assign(std::string_view name) {
+  if (name.size() > kMaxBytes)
+    throw Error("VariantName: '" + std::string(name) + "' is " + std::to_string(name.size()) + " bytes, expected at most " +
+                std::to_string(kMaxBytes) + " (no registered variant or buffer has a longer name)");
+  std::copy(name.begin(), name.end(), chars_.begin());
+  chars_[name.size()] = '\0';
+  size_ = static_cast<uint8_t>(name.size());
+}
+
+void BlockSparseCustomBuffers::too_many(std::size_t count) {
+  throw Error("custom_buffers: " + std::to_string(count) + " buffers, expected at most " + std::to_string(kMax) +
+              " (a variant declares at most that many)");
 }
 
 }  // namespace vkattn

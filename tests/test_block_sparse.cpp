@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include <vkattn_ref/block_sparse_ref.hpp>
 
@@ -856,6 +857,36 @@ TEST_F(BlockSparseSmall, CustomModsAndTheirBuffersAreCheckedByName) {
   EXPECT_VKATTN_ERROR(block_sparse_attention(ctx(), a), "only a variant (custom_mods) has");
   EXPECT_VKATTN_ERROR(register_block_sparse_variant("test_stripes", {}, {}), "already registered");
   EXPECT_VKATTN_ERROR(register_block_sparse_variant("Bad-Name", {}, {}), "lowercase");
+}
+
+// A variant's name and buffers are held in place (block_sparse_custom_buffers.hpp):
+// up to 63 bytes of name and 4 buffers, and a registration that would not fit
+// them is refused.
+static_assert(std::is_trivially_copyable_v<VariantName>);
+static_assert(std::is_trivially_copyable_v<BlockSparseCustomBuffers>);
+TEST(BlockSparseCustomBuffers, NamesAndBuffersAreHeldInPlaceWithinTheirLimits) {
+  const std::string longest(VariantName::kMaxBytes, 'a'), too_long(VariantName::kMaxBytes + 1, 'a');
+  VariantName n = longest;
+  EXPECT_EQ(n, longest);
+  EXPECT_EQ(std::string_view(n.c_str()), longest);   // null-terminated
+  n = "short";
+  EXPECT_EQ(n.size(), 5u);
+  EXPECT_EQ(std::string_view(n.c_str()), "short");   // the longer name's bytes are not read past the new end
+  n.clear();
+  EXPECT_TRUE(n.empty());
+  EXPECT_VKATTN_ERROR(VariantName{too_long}, "is 64 bytes, expected at most 63");
+  const TensorView none;
+  BlockSparseCustomBuffers b = {{"a", none}, {"b", none}, {"c", none}, {"d", none}};
+  EXPECT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[3].name, "d");
+  EXPECT_VKATTN_ERROR(b.push_back({"e", none}), "5 buffers, expected at most 4");
+  EXPECT_VKATTN_ERROR((b = {{"a", none}, {"b", none}, {"c", none}, {"d", none}, {"e", none}}), "5 buffers");
+  const BlockSparseCustomBuffers copy = b;
+  EXPECT_EQ(copy.size(), 4u);
+  EXPECT_EQ(copy[0].name, "a");
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant(too_long, {}, {}), "is 64 bytes, expected at most 63");
+  EXPECT_VKATTN_ERROR(register_block_sparse_variant("held_in_place", {{too_long, DType::f32, "H"}}, {}),
+                      "has a name of 64 bytes, expected at most 63");
 }
 
 // A variant declares each buffer's dtype and extent (tests/CMakeLists.txt:

@@ -31,6 +31,7 @@
 // several threads (pipelines are created under the Context's lock); the
 // recorded form owes the barriers ops.hpp states.
 #pragma once
+#include <vkattn/block_sparse_custom_buffers.hpp>
 #include <vkattn/context.hpp>
 #include <vkattn/kv_cache.hpp>
 #include <vkattn/tensor.hpp>
@@ -126,9 +127,10 @@ struct BlockSparseArgs {
   // after the built-in ones; "" for none. Its buffers by the names it was
   // compiled with, each view contiguous, of the dtype and at least the extent
   // the variant declares (BlockSparseVariantBuffer), starting on a
-  // storage-buffer offset alignment.
-  std::string custom_mods;
-  std::vector<std::pair<std::string, TensorView>> custom_buffers;
+  // storage-buffer offset alignment. Both are held in place
+  // (block_sparse_custom_buffers.hpp): made every step, they allocate nothing.
+  VariantName custom_mods;
+  BlockSparseCustomBuffers custom_buffers;
   std::optional<BlockSparsePagedKv> paged_kv;   // K/V from the paged cache (k and v left empty)
 };
 
@@ -143,7 +145,7 @@ struct BlockSparseVariant {
   uint32_t q_block_size = 128, kv_block_size = 128;
   BlockSparseMods mods;
   bool lse = false, row_max = false;
-  std::string custom_mods;   // as BlockSparseArgs::custom_mods
+  VariantName custom_mods;   // as BlockSparseArgs::custom_mods
   // K/V from the paged cache (BlockSparseArgs::paged_kv): its block size,
   // layout and dtype (part of the pipeline); 0: from the k and v views.
   uint32_t paged_kv_block_size = 0;
@@ -186,8 +188,8 @@ struct BlockMaskBuild {
   BlockSparseModValues values;   // window, prefix_len, document_ids, as the mods need
   int64_t q_len = 0, kv_len = 0;
   std::optional<int32_t> q_offset;   // default kv_len - q_len; bounded as BlockSparseArgs::q_offset
-  std::string custom_mods;           // as BlockSparseArgs: the variant's mask mod applies too
-  std::vector<std::pair<std::string, TensorView>> custom_buffers;
+  VariantName custom_mods;           // as BlockSparseArgs: the variant's mask mod applies too
+  BlockSparseCustomBuffers custom_buffers;
   // Written: kv_num_blocks [Sz, Sh, ceil(Lq / q_block_size)] and kv_indices
   // [.., kv_blocks >= ceil(Lkv / kv_block_size)], and the full lists when given.
   BlockMask mask;
@@ -196,6 +198,6 @@ void build_block_mask(Context& ctx, const BlockMaskBuild& build, VkCommandBuffer
 void build_block_mask(Context& ctx, const BlockMaskBuild& build);
 // Creates the builder's pipelines for these mask mods (score bits ignored)
 // and custom mods ("" for none).
-void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const std::string& custom_mods = "");
+void prepare_build_block_mask(Context& ctx, std::span<const BlockSparseMods> mods, const VariantName& custom_mods = {});
 
 }  // namespace vkattn
