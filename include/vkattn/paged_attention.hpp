@@ -84,7 +84,7 @@ enum class PrefillKernel {
   // tokens x GQA heads: 128 on coopmat2, 64 on KHR coopmat, 32 above head
   // size 128), where they give the prefill kernel a workgroup per
   // multiprocessor or more; on KHR coopmat only from head size 128 (below
-  // it the decode kernel was the faster). Scalar: the decode kernel.
+  // it the prefill kernel was not the faster). Scalar: the decode kernel.
   automatic,
   off,
   on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel

@@ -256,9 +256,8 @@ constexpr int64_t kMinRoutingSegmentKeys = 256;
 constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
 // The smallest head size that automatic routes on the KHR path: there the
 // prefill kernel was 1.4-1.6x faster than the decode kernel at head size
-// 128 and 4.4x at 256, but 1.2x slower at 64 (H200, `bench prefill --path
-// coopmat`); the sizes between were not measured, so they keep the decode
-// kernel.
+// 128 and 4.4x at 256, even with it at 96, and slower at 80 and 64 (H200,
+// `bench prefill --path coopmat`; README has the figures).
 constexpr uint32_t kMinKhrRoutingHeadSize = 128;
 
 //   PrefillKernel::on: more rows than one token's decode tile.
