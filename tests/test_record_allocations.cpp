@@ -188,13 +188,16 @@ TEST_P(RecordAllocations, AnEnginesWholeStepAllocatesNothing) {
 
 // Block-sparse attention with its views and mask made anew every step
 // (causal and a window, documents, ALiBi, LSE), and the mask built on the
-// device the same way: nothing allocates.
+// device the same way, then both again with a custom variant
+// (tests/variants/stripes.glsl, registered in this program under a 35-byte
+// name) whose name and buffers are given every step: nothing allocates.
 TEST_P(RecordAllocations, BlockSparseWithItsViewsMadeEachStepAllocatesNothing) {
   Context ctx(counting_options(GetParam()));
   OwnCommands commands(ctx);
   const int64_t H = 2, L = 128, D = 64, QB = 2, KB = 2;
   Buffer q(ctx, H * L * D * 2), k(ctx, H * L * D * 2), v(ctx, H * L * D * 2), out(ctx, H * L * D * 2), lse(ctx, H * L * 4),
-      lists(ctx, 4 * (2 * H * QB + 2 * H * QB * KB)), docs(ctx, L * 4), slopes(ctx, H * 4);
+      lists(ctx, 4 * (2 * H * QB + 2 * H * QB * KB)), docs(ctx, L * 4), slopes(ctx, H * 4), weights(ctx, L * 4),
+      shifts(ctx, H * 4);
   const BlockSparseMods mods{.all = kMaskCausal | kMaskWindow | kMaskDocument, .any = 0, .score = kScoreAlibi};
   auto mask_of = [&] {
     BlockMask m;
@@ -212,77 +215,41 @@ TEST_P(RecordAllocations, BlockSparseWithItsViewsMadeEachStepAllocatesNothing) {
     if (alibi) x.alibi_slopes = TensorView::contiguous(slopes, DType::f32, {H});
     return x;
   };
-  tool::BenchOp build;
-  build.record = [&](VkCommandBuffer cmd, uint32_t) {
-    BlockMaskBuild b;
-    b.mods = {.all = mods.all, .any = 0, .score = 0};
-    b.values = values_of(false);
-    b.q_len = b.kv_len = L;
-    b.mask = mask_of();
-    build_block_mask(ctx, b, cmd);
-  };
-  EXPECT_EQ(allocations_of(ctx, commands, build), 0) << "build_block_mask";
-  tool::BenchOp attention;
-  attention.record = [&](VkCommandBuffer cmd, uint32_t) {
-    BlockSparseArgs a;
-    a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
-    a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
-    a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
-    a.out = TensorView::contiguous(out, DType::f16, {1, H, L, D});
-    a.lse = TensorView::contiguous(lse, DType::f32, {1, H, L});
-    a.mask = mask_of();
-    a.mods = mods;
-    a.values = values_of(true);
-    block_sparse_attention(ctx, a, cmd);
-  };
-  EXPECT_EQ(allocations_of(ctx, commands, attention), 0) << "block_sparse_attention";
-}
-
-// A custom variant (tests/variants/stripes.glsl, registered in this program
-// under a 35-byte name) with its name and buffers given anew every step, for
-// the attention and the mask builder: nothing allocates.
-TEST_P(RecordAllocations, ACustomVariantWithItsArgumentsMadeEachStepAllocatesNothing) {
-  Context ctx(counting_options(GetParam()));
-  OwnCommands commands(ctx);
-  const int64_t H = 2, L = 128, D = 64, QB = 2, KB = 2;
-  Buffer q(ctx, H * L * D * 2), k(ctx, H * L * D * 2), v(ctx, H * L * D * 2), out(ctx, H * L * D * 2),
-      lists(ctx, 4 * (H * QB + H * QB * KB)), weights(ctx, L * 4), shifts(ctx, H * 4);
-  auto mask_of = [&] {
-    BlockMask m;
-    m.q_block_size = m.kv_block_size = 64;
-    m.kv_num_blocks = TensorView::contiguous(lists, DType::i32, {1, H, QB});
-    m.kv_indices = TensorView::contiguous(lists, DType::i32, {1, H, QB, KB}, 4 * H * QB);
-    return m;
-  };
-  auto buffers_of = [&] {
-    return BlockSparseCustomBuffers{{"key_weight", TensorView::contiguous(weights, DType::f32, {L})},
-                                    {"head_shift", TensorView::contiguous(shifts, DType::i32, {H})}};
-  };
-  tool::BenchOp build;
-  build.record = [&](VkCommandBuffer cmd, uint32_t) {
-    BlockMaskBuild b;
-    b.mods = {.all = kMaskCausal, .any = 0, .score = 0};
-    b.q_len = b.kv_len = L;
-    b.mask = mask_of();
-    b.custom_mods = "stripes_named_past_any_small_string";
-    b.custom_buffers = buffers_of();
-    build_block_mask(ctx, b, cmd);
-  };
-  EXPECT_EQ(allocations_of(ctx, commands, build), 0) << "build_block_mask";
-  tool::BenchOp attention;
-  attention.record = [&](VkCommandBuffer cmd, uint32_t) {
-    BlockSparseArgs a;
-    a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
-    a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
-    a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
-    a.out = TensorView::contiguous(out, DType::f16, {1, H, L, D});
-    a.mask = mask_of();
-    a.mods.all = kMaskCausal;
-    a.custom_mods = "stripes_named_past_any_small_string";
-    a.custom_buffers = buffers_of();
-    block_sparse_attention(ctx, a, cmd);
-  };
-  EXPECT_EQ(allocations_of(ctx, commands, attention), 0) << "block_sparse_attention";
+  for (const bool custom : {false, true}) {
+    const std::string which = custom ? " with a custom variant" : "";
+    auto variant_of = [&](auto& args) {
+      if (!custom) return;
+      args.custom_mods = "stripes_named_past_any_small_string";
+      args.custom_buffers = {{"key_weight", TensorView::contiguous(weights, DType::f32, {L})},
+                             {"head_shift", TensorView::contiguous(shifts, DType::i32, {H})}};
+    };
+    tool::BenchOp build;
+    build.record = [&](VkCommandBuffer cmd, uint32_t) {
+      BlockMaskBuild b;
+      b.mods = {.all = mods.all, .any = 0, .score = 0};
+      b.values = values_of(false);
+      b.q_len = b.kv_len = L;
+      b.mask = mask_of();
+      variant_of(b);
+      build_block_mask(ctx, b, cmd);
+    };
+    EXPECT_EQ(allocations_of(ctx, commands, build), 0) << "build_block_mask" << which;
+    tool::BenchOp attention;
+    attention.record = [&](VkCommandBuffer cmd, uint32_t) {
+      BlockSparseArgs a;
+      a.q = TensorView::contiguous(q, DType::f16, {1, H, L, D});
+      a.k = TensorView::contiguous(k, DType::f16, {1, H, L, D});
+      a.v = TensorView::contiguous(v, DType::f16, {1, H, L, D});
+      a.out = TensorView::contiguous(out, DType::f16, {1, H, L, D});
+      a.lse = TensorView::contiguous(lse, DType::f32, {1, H, L});
+      a.mask = mask_of();
+      a.mods = mods;
+      a.values = values_of(true);
+      variant_of(a);
+      block_sparse_attention(ctx, a, cmd);
+    };
+    EXPECT_EQ(allocations_of(ctx, commands, attention), 0) << "block_sparse_attention" << which;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Binding, RecordAllocations, ::testing::Values(true, false),
