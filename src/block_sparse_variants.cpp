@@ -106,7 +106,9 @@ void register_block_sparse_variant(const std::string& name, const std::vector<Bl
   if (name.size() > VariantName::kMaxBytes)
     throw Error(what + "the name is " + std::to_string(name.size()) + " bytes, expected at most " +
                 std::to_string(VariantName::kMaxBytes) + " (the ops hold it in place: VariantName)");
-  if (buffers.size() > BlockSparseCustomBuffers::kMax) throw Error(what + std::to_string(buffers.size()) + " buffers, expected at most " + std::to_string(BlockSparseCustomBuffers::kMax));
+  if (buffers.size() > BlockSparseCustomBuffers::kMax)
+    throw Error(what + std::to_string(buffers.size()) + " buffers, expected at most " +
+                std::to_string(BlockSparseCustomBuffers::kMax));
   std::vector<detail::RegisteredBuffer> declared;
   for (const auto& b : buffers) {
     if (b.name.empty()) throw Error(what + "a buffer has no name");

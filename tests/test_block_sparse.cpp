@@ -874,6 +874,7 @@ TEST(BlockSparseCustomBuffers, NamesAndBuffersAreHeldInPlaceWithinTheirLimits) {
   EXPECT_EQ(std::string_view(n.c_str()), "short");   // the longer name's bytes are not read past the new end
   n.clear();
   EXPECT_TRUE(n.empty());
+  EXPECT_TRUE(VariantName(static_cast<const char*>(nullptr)).empty());
   EXPECT_VKATTN_ERROR(VariantName{too_long}, "is 64 bytes, expected at most 63");
   const TensorView none;
   BlockSparseCustomBuffers b = {{"a", none}, {"b", none}, {"c", none}, {"d", none}};

@@ -23,7 +23,7 @@ class VariantName {
 
   VariantName() = default;
   VariantName(std::string_view name) { assign(name); }                  // NOLINT: names convert
-  VariantName(const char* name) { assign(std::string_view(name)); }    // NOLINT
+  VariantName(const char* name) { assign(name ? std::string_view(name) : std::string_view()); }   // NOLINT: null is ""
   VariantName(const std::string& name) { assign(std::string_view(name)); }   // NOLINT
 
   std::string_view view() const { return {chars_.data(), size_}; }

@@ -39,6 +39,8 @@ std::string fnum(double v) {
   return text;
 }
 
+static_assert(BlockSparseCustomBuffers::kMax == abi::BS_MOD_BUFFERS, "the arguments hold as many buffers as the kernels bind");
+
 // The registered variant named `name` (null for ""), or an error naming the registered ones.
 const RegisteredVariant* custom_variant(const VariantName& name, const char* op) {
   if (name.empty()) return nullptr;
