@@ -38,10 +38,6 @@ class VariantName {
   friend bool operator==(const VariantName& a, std::string_view b) { return a.view() == b; }
   friend bool operator==(const VariantName& a, const char* b) { return a.view() == std::string_view(b); }
   friend bool operator==(const VariantName& a, const std::string& b) { return a.view() == std::string_view(b); }
-  friend std::string operator+(const std::string& a, const VariantName& b) { return a + b.str(); }
-  friend std::string operator+(const char* a, const VariantName& b) { return a + b.str(); }
-  friend std::string operator+(const VariantName& a, const std::string& b) { return a.str() + b; }
-  friend std::string operator+(const VariantName& a, const char* b) { return a.str() + b; }
 
  private:
   void assign(std::string_view name);

@@ -47,7 +47,7 @@ const RegisteredVariant* custom_variant(const VariantName& name, const char* op)
   if (const RegisteredVariant* v = find_variant(name)) return v;
   std::string known;
   for (const auto& n : block_sparse_variant_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error(std::string(op) + ": custom_mods = '" + name + "' is not a registered block-sparse variant (registered: " +
+  throw Error(std::string(op) + ": custom_mods = '" + name.str() + "' is not a registered block-sparse variant (registered: " +
               (known.empty() ? "none" : known) + "; vkattn_add_block_sparse_variant compiles and registers one)");
 }
 
@@ -333,20 +333,20 @@ struct Bindings {
     for (std::size_t i = 0; i < given.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
         if (given[i].name == given[j].name)
-          throw Error(std::string(op) + ": custom_buffers names '" + given[i].name + "' twice: expected each buffer once");
+          throw Error(std::string(op) + ": custom_buffers names '" + given[i].name.str() + "' twice: expected each buffer once");
     for (const auto& [name, view] : given) {
       std::size_t slot = 0;
       while (slot < declared && custom->buffers[slot].name != name) ++slot;
       if (slot == declared) {
         std::string names;
         for (std::size_t i = 0; i < declared; ++i) names += (i ? ", " : "") + custom->buffers[i].name;
-        throw Error(std::string(op) + ": custom_buffers names '" + name + "', which " +
+        throw Error(std::string(op) + ": custom_buffers names '" + name.str() + "', which " +
                     (custom ? "variant '" + custom->name + "' does not declare (its buffers: " + (names.empty() ? "none" : names) + ")"
                             : std::string("only a variant (custom_mods) has")));
       }
       const RegisteredBuffer& declared_as = custom->buffers[slot];
       // (Messages are built only on failure: this runs every step.)
-      auto buffer = [&name] { return "custom buffer '" + name + "'"; };
+      auto buffer = [&name] { return "custom buffer '" + name.str() + "'"; };
       if (view.dtype != declared_as.dtype)
         throw Error(std::string(op) + ": " + buffer() + " is " + std::string(dtype_name(view.dtype)) + ", expected " +
                     std::string(dtype_name(declared_as.dtype)) + " as variant '" + custom->name + "' declares it");
@@ -363,7 +363,7 @@ struct Bindings {
                     std::to_string(sizes.q_len) + ", Lkv " + std::to_string(sizes.kv_len) + ")");
       const BoundView bv = bind_view(impl, view, op, name);   // no string built per run
       if (bv.element_offset)
-        throw Error(std::string(op) + ": custom buffer '" + name + "' starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
+        throw Error(std::string(op) + ": custom buffer '" + name.str() + "' starts " + std::to_string(bv.element_offset * dtype_size(view.dtype)) +
                     " bytes past a multiple of the device's storage-buffer offset alignment (" +
                     std::to_string(impl.caps.min_storage_buffer_offset_alignment) + "): expected it to start on one");
       buffers[abi::BS_BINDING_MOD0 + slot - 1] = bv.binding;
