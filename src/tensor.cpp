@@ -5,22 +5,6 @@
 
 namespace vkattn {
 
-Extents::iterator Extents::insert(const_iterator pos, int64_t value) {
-  const size_type at = static_cast<size_type>(pos - begin());
-  if (size_ == kMaxRank) too_many(size_ + 1);
-  for (size_type i = size_; i > at; --i) values_[i] = values_[i - 1];
-  values_[at] = value;
-  ++size_;
-  return begin() + at;
-}
-
-Extents::iterator Extents::erase(const_iterator pos) {
-  const size_type at = static_cast<size_type>(pos - begin());
-  for (size_type i = at; i + 1 < size_; ++i) values_[i] = values_[i + 1];
-  --size_;
-  return begin() + at;
-}
-
 void Extents::too_many(size_type count) {
   throw Error("TensorView: " + std::to_string(count) + " dimensions; at most " + std::to_string(kMaxRank) +
               " are held (the ops take at most 4)");

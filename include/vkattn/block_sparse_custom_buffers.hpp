@@ -3,6 +3,7 @@
 // in place: an engine that builds its arguments anew every step makes no
 // heap allocation for them, whatever the names' lengths.
 #pragma once
+#include <vkattn/in_place_vector.hpp>
 #include <vkattn/tensor.hpp>
 
 #include <array>
@@ -55,44 +56,17 @@ struct BlockSparseCustomBuffer {
 // with the parts of std::vector's interface that building them needs:
 //   args.custom_buffers = {{"key_weight", weights}, {"head_shift", shifts}};
 // More than kMax throws vkattn::Error.
-class BlockSparseCustomBuffers {
+class BlockSparseCustomBuffers : public detail::InPlaceVector<BlockSparseCustomBuffers, BlockSparseCustomBuffer, 4> {
  public:
   static constexpr std::size_t kMax = 4;
-  using value_type = BlockSparseCustomBuffer;
-  using iterator = BlockSparseCustomBuffer*;
-  using const_iterator = const BlockSparseCustomBuffer*;
 
-  BlockSparseCustomBuffers() = default;
-  BlockSparseCustomBuffers(std::initializer_list<BlockSparseCustomBuffer> buffers) { assign(buffers); }
+  using InPlaceVector::InPlaceVector;
   BlockSparseCustomBuffers& operator=(std::initializer_list<BlockSparseCustomBuffer> buffers) {
     assign(buffers);
     return *this;
   }
 
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  iterator begin() { return entries_.data(); }
-  iterator end() { return entries_.data() + size_; }
-  const_iterator begin() const { return entries_.data(); }
-  const_iterator end() const { return entries_.data() + size_; }
-  BlockSparseCustomBuffer& operator[](std::size_t i) { return entries_[i]; }
-  const BlockSparseCustomBuffer& operator[](std::size_t i) const { return entries_[i]; }
-
-  void clear() { size_ = 0; }
-  void push_back(const BlockSparseCustomBuffer& buffer) {
-    if (size_ == kMax) too_many(size_ + 1);
-    entries_[size_++] = buffer;
-  }
-
- private:
-  void assign(std::initializer_list<BlockSparseCustomBuffer> buffers) {
-    if (buffers.size() > kMax) too_many(buffers.size());
-    clear();
-    for (const auto& b : buffers) entries_[size_++] = b;
-  }
   [[noreturn]] static void too_many(std::size_t count);
-  std::array<BlockSparseCustomBuffer, kMax> entries_{};
-  uint32_t size_ = 0;
 };
 
 }  // namespace vkattn

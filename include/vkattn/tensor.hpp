@@ -8,6 +8,7 @@
 #pragma once
 #include <vkattn/buffer.hpp>
 #include <vkattn/dtype.hpp>
+#include <vkattn/in_place_vector.hpp>
 
 #include <array>
 #include <cstddef>
@@ -22,74 +23,27 @@ namespace vkattn {
 // Up to kMaxRank integers held in place, with the parts of std::vector's
 // interface that shapes and strides need. More than kMaxRank throws
 // vkattn::Error (the ops take at most 4).
-class Extents {
+class Extents : public detail::InPlaceVector<Extents, int64_t, 8> {
  public:
   static constexpr std::size_t kMaxRank = 8;
-  using value_type = int64_t;
-  using size_type = std::size_t;
-  using iterator = int64_t*;
-  using const_iterator = const int64_t*;
 
-  Extents() = default;
-  Extents(std::initializer_list<int64_t> values) { assign(values.begin(), values.end()); }
+  using InPlaceVector::InPlaceVector;
   Extents(const std::vector<int64_t>& values) { assign(values.begin(), values.end()); }   // NOLINT: a vector converts
   Extents& operator=(std::initializer_list<int64_t> values) {
-    assign(values.begin(), values.end());
+    assign(values);
     return *this;
   }
 
-  template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
-  void assign(It first, It last) {
-    clear();
-    for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
-  }
-  void assign(size_type count, int64_t value) {
-    clear();
-    resize(count, value);
-  }
-
-  size_type size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  int64_t* data() { return values_.data(); }
-  const int64_t* data() const { return values_.data(); }
-  iterator begin() { return values_.data(); }
-  iterator end() { return values_.data() + size_; }
-  const_iterator begin() const { return values_.data(); }
-  const_iterator end() const { return values_.data() + size_; }
-  int64_t& operator[](size_type i) { return values_[i]; }
-  int64_t operator[](size_type i) const { return values_[i]; }
-  int64_t& front() { return values_[0]; }
-  int64_t front() const { return values_[0]; }
-  int64_t& back() { return values_[size_ - 1]; }
-  int64_t back() const { return values_[size_ - 1]; }
-
-  void clear() { size_ = 0; }
-  void push_back(int64_t value) {
-    if (size_ == kMaxRank) too_many(size_ + 1);
-    values_[size_++] = value;
-  }
-  void pop_back() { --size_; }
-  void resize(size_type count, int64_t value = 0) {
-    if (count > kMaxRank) too_many(count);
-    for (size_type i = size_; i < count; ++i) values_[i] = value;
-    size_ = static_cast<uint32_t>(count);
-  }
-  iterator insert(const_iterator pos, int64_t value);
-  iterator erase(const_iterator pos);
-
   std::vector<int64_t> to_vector() const { return {begin(), end()}; }
   friend bool operator==(const Extents& a, const Extents& b) {
-    if (a.size_ != b.size_) return false;
-    for (size_type i = 0; i < a.size_; ++i)
-      if (a.values_[i] != b.values_[i]) return false;
+    if (a.size() != b.size()) return false;
+    for (size_type i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) return false;
     return true;
   }
   friend bool operator!=(const Extents& a, const Extents& b) { return !(a == b); }
 
- private:
   [[noreturn]] static void too_many(size_type count);
-  std::array<int64_t, kMaxRank> values_{};
-  uint32_t size_ = 0;
 };
 
 struct TensorView {
