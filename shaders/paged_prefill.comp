@@ -22,13 +22,17 @@
 // from shared memory. Keeping Q out of shared memory leaves room for tiles of
 // 32 to 64 keys, so a tile's fixed costs (two barriers, the lookups) are
 // shared by more products.
-// The softmax runs in registers on the coopmat2 path (each lane on its own
-// elements of S by row, in the order abi/matrix_element_order.h gives and
-// the Context checked; per-element masks through coopMatPerElementNV with
-// the element's row and column; P by VK_NV_cooperative_matrix2's
-// accumulator -> A conversion), and through shared memory on the KHR path
-// (each lane owns half a row there, as in the decode kernel). Either way the
-// row sums add the rounded P that P V uses.
+// The softmax runs in registers where the Context found the matrices'
+// element order (each lane on its own elements of S by row, in the order
+// abi/matrix_element_order.h gives). On the coopmat2 path per-element masks
+// go through coopMatPerElementNV and P through VK_NV_cooperative_matrix2's
+// accumulator -> A conversion; on the KHR path the masks take each
+// element's row and column from the order, and P's A matrices are set
+// element by element (an A matrix's element i lies where the accumulator's
+// does). Without the order, the KHR module's S and P go through shared
+// memory (each lane owns half a row there, as in the decode kernel), which
+// leaves room for 4 subgroups, not 8. Either way the row sums add the
+// rounded P that P V uses.
 //
 // The op (paged attention, or block-sparse attention with VKA_OP_BLOCK_SPARSE)
 // gives the item, its tiles and their keys' logits: paged_attention_tiles.glsl
@@ -100,7 +104,16 @@
 
 layout(local_size_x_id = 6) in;
 
-const bool SHARED_SOFTMAX = VKATTN_PATH != 2;   // the KHR path
+// The softmax runs on each lane's own elements of S where the host found
+// the element order abi/matrix_element_order.h assumes (PA_REGISTER_MATRICES:
+// Capabilities::coopmat_register_order), on both matrix paths; else, on the
+// KHR path, S and P go through shared memory. The coopmat2 module runs only
+// with the order (detail::prefill_kernel_path), so its choice is a literal.
+#if VKATTN_PATH == 2
+const bool SHARED_SOFTMAX = false;
+#else
+const bool SHARED_SOFTMAX = PA_REGISTER_MATRICES == 0u;
+#endif
 const uint SM = SHARED_SOFTMAX ? 1u : 0u;
 const uint D = PA_HEAD_SIZE;
 const uint PARTS = PP_HEAD_PARTS(PA_HEAD_SIZE);   // subgroups sharing each 16 rows
@@ -394,7 +407,6 @@ bool zero_staged_nonfinite() {
 // The logit of score s (q.k, unscaled) for the subgroup's row r at key k of tile t.
 float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g_row0 + r, k, s * g_scale, t); }
 
-#if VKATTN_PATH == 2
 // BY_SOFTMAX_BASE(base 2's form, the natural form): the loop's softmax in
 // base 2 (the comment above SOFTMAX). Prefix prefill's specialization keeps
 // the natural base, where base 2 ran slower: the spec constant is tested at
@@ -411,9 +423,21 @@ float cm_logit(const in uint r, const in uint c, const in float s, const in int 
 // Whether element i of a lane's part of a 16 x 16 accumulator lies in row
 // lane / 4 + 8 rather than lane / 4: the order the Context found on the
 // device (abi/matrix_element_order.h, Capabilities::coopmat_register_order),
-// without which the host runs the KHR path's module instead.
+// without which the softmax goes through shared memory (SHARED_SOFTMAX).
 bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
+// Per-element logits of a tile's 16-key slice c that a mask cuts. The KHR
+// path's by each element's row and column in the order (the probe checks an
+// accumulator's whole positions).
+#if VKATTN_PATH == 2
+#define LOGITS_MASKED(c) coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
+#else
+#define LOGITS_MASKED(c)                                                                            \
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
+        const uint at = MEO_POSITION(lane, i);                                                      \
+        s##c[i] = cm_logit(at / 16u, at % 16u, s##c[i], k0 + 16 * c, t);                            \
+      }
 #endif
+#define LOGITS_WHOLE(c) s##c = s##c * BY_SOFTMAX_BASE(g_scale * VKA_LOG2E, g_scale);
 
 // The key loop's steps, for one 16-wide head slice j or 16-key slice c.
 #define S_MUL_AT(c, j)                                                                               \
@@ -440,7 +464,6 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
           coopMatLoad(part, s_tile, (partner_at + 16u * c) / 4u, BC / 4u, gl_CooperativeMatrixLayoutRowMajor); \
           s##c = s##c + part;                                                                       \
         }
-#if VKATTN_PATH == 2
 // The softmax of tile t on each lane's own elements of S (rows g = lane / 4
 // and g + 8, 8 elements per 16-key slice, each row's 16 keys over 4 lanes):
 // the row max and sum over the lane's elements, then over the row's 4
@@ -478,8 +501,16 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
         s##c[i] = pr;                                                                               \
         if (hi) sum_hi += pr; else sum_lo += pr;   /* the rounded P that P V uses */                \
       }                                                                                             \
-      p##c = MatQ(s##c);
-#define SOFTMAX()                                                                                   \
+      SET_P(c)
+// P's A matrices from S's elements: coopmat2's accumulator -> A conversion,
+// or on the KHR path element by element (A's element i lies where the
+// accumulator's does: abi/matrix_element_order.h).
+#if VKATTN_PATH == 2
+#define SET_P(c) p##c = MatQ(s##c);
+#else
+#define SET_P(c) [[unroll]] for (uint i = 0; i < 8u; ++i) p##c[i] = ELEM(s##c[i]);
+#endif
+#define REGISTER_SOFTMAX()                                                                          \
       float mx_lo = VKA_NEG_INF, mx_hi = VKA_NEG_INF;                                               \
       EACH_KEY_SLICE(ROW_MAX)                                                                       \
       mx_lo = max(mx_lo, subgroupShuffleXor(mx_lo, 1u));                                            \
@@ -497,13 +528,16 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       sum_hi += subgroupShuffleXor(sum_hi, 2u);                                                     \
       l_lo += P_UNSTAGE(sum_lo);                                                                    \
       l_hi += P_UNSTAGE(sum_hi);
-#define RESCALE(j) [[unroll]] for (uint i = 0; i < 8u; ++i) o##j[i] *= acc_row_hi(i) ? a_hi : a_lo;
+#define REGISTER_RESCALE(j) [[unroll]] for (uint i = 0; i < 8u; ++i) o##j[i] *= acc_row_hi(i) ? a_hi : a_lo;
+#if VKATTN_PATH == 2
+#define SOFTMAX() REGISTER_SOFTMAX()
+#define RESCALE(j) REGISTER_RESCALE(j)
 #else
-// The softmax of tile t through shared memory: lane pairs own a row, half
-// its keys each; P is read back as A matrices, alpha as a matrix whose
-// element (r, d) is row r's.
+// The softmax of tile t through shared memory (SHARED_SOFTMAX): lane pairs
+// own a row, half its keys each; P is read back as A matrices, alpha as a
+// matrix whose element (r, d) is row r's.
 #define LOAD_P(c) coopMatLoad(p##c, p_tile, (s_at + 16u * c) / 8u, BC / 8u, gl_CooperativeMatrixLayoutRowMajor);
-#define SOFTMAX()                                                                                   \
+#define SHARED_MEMORY_SOFTMAX()                                                                     \
       float x[32];                                                                                  \
       float tile_max = VKA_NEG_INF;                                                                 \
       [[unroll]] for (uint i = 0; i < 32u; i += 4u) {                                               \
@@ -534,7 +568,8 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       subgroup_sync();                                                                              \
       coopMatLoad(am, row_scale, warp * 4u, 0u, gl_CooperativeMatrixLayoutColumnMajor);             \
       EACH_KEY_SLICE(LOAD_P)
-#define RESCALE(j) o##j = o##j * am;
+#define SOFTMAX() if (SHARED_SOFTMAX) { SHARED_MEMORY_SOFTMAX() } else { REGISTER_SOFTMAX() }
+#define RESCALE(j) if (SHARED_SOFTMAX) { o##j = o##j * am; } else { REGISTER_RESCALE(j) }
 #endif
 
 // The phase profile of developers' builds (abi/phase_profile.h): PROF(X)
@@ -652,10 +687,9 @@ void main() {
 
   MatS o0 = MatS(0.0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0, o8 = o0, o9 = o0,
        o10 = o0, o11 = o0, o12 = o0, o13 = o0, o14 = o0, o15 = o0;
-#if VKATTN_PATH == 2
-  float m_lo = VKA_NEG_INF, m_hi = VKA_NEG_INF, l_lo = 0.0, l_hi = 0.0;
-#else
-  float m = VKA_NEG_INF, l = 0.0;   // this lane's row (lane / 2)
+  float m_lo = VKA_NEG_INF, m_hi = VKA_NEG_INF, l_lo = 0.0, l_hi = 0.0;   // rows lane / 4 and lane / 4 + 8
+#if VKATTN_PATH != 2
+  float m = VKA_NEG_INF, l = 0.0;   // SHARED_SOFTMAX: this lane's row (lane / 2)
   const uint my_row = lane / 2u, my_c0 = (lane % 2u) * (BC / 2u);
 #endif
   bool staged_nonfinite = false;
@@ -760,34 +794,35 @@ void main() {
     PROF(LOADS)
     // A pair's partial S: each stores its own, and adds its partner's.
     const uint s_at = warp * 16u * BC, partner_at = (warp ^ 1u) * 16u * BC;
-#if VKATTN_PATH == 2
-    if (PARTS > 1u) {
+#if VKATTN_PATH != 2
+    MatS am;
+    if (SHARED_SOFTMAX) {
       if (!skip) {
         EACH_KEY_SLICE(STORE_PART)
       }
-      barrier();
-      if (!skip) {
-        EACH_KEY_SLICE(ADD_PARTNER)
+      if (PARTS > 1u) barrier();
+      else subgroup_sync();
+    } else
+#endif
+    {
+      if (PARTS > 1u) {
+        if (!skip) {
+          EACH_KEY_SLICE(STORE_PART)
+        }
+        barrier();
+        if (!skip) {
+          EACH_KEY_SLICE(ADD_PARTNER)
+        }
       }
-    }
-    if (!skip) {
-#define LOGITS_WHOLE(c) s##c = s##c * BY_SOFTMAX_BASE(g_scale * VKA_LOG2E, g_scale);
-#define LOGITS_MASKED(c) coopMatPerElementNV(s##c, s##c, cm_logit, k0 + 16 * c, t);
-      if (whole) {
-        EACH_KEY_SLICE(LOGITS_WHOLE)
-      } else {
-        EACH_KEY_SLICE(LOGITS_MASKED)
+      if (!skip) {
+        if (whole) {
+          EACH_KEY_SLICE(LOGITS_WHOLE)
+        } else {
+          EACH_KEY_SLICE(LOGITS_MASKED)
+        }
       }
     }
     float a_lo, a_hi;
-#else
-    if (!skip) {
-      EACH_KEY_SLICE(STORE_PART)
-    }
-    if (PARTS > 1u) barrier();
-    else subgroup_sync();
-    MatS am;
-#endif
     MatQ p0, p1, p2, p3;
     if (V_LAG) {
       // Tile t's softmax and tile t - 1's P V: one block where a subgroup has both.
@@ -858,19 +893,20 @@ void main() {
 #endif
   const bool fix = wg_flags[0] != 0u;
   const uint o_at = warp * 64u;
-#if VKATTN_PATH == 2
+#if VKATTN_PATH != 2
+  if (SHARED_SOFTMAX) {
+    if (lane % 2u == 0u) {
+      row_m[warp * 16u + my_row] = m;
+      row_l[warp * 16u + my_row] = l;
+    }
+  } else
+#endif
   if (lane % 4u == 0u) {
     row_m[warp * 16u + lane / 4u] = BY_SOFTMAX_BASE(m_lo * VKA_LN2, m_lo);   // (natural units again)
     row_m[warp * 16u + lane / 4u + 8u] = BY_SOFTMAX_BASE(m_hi * VKA_LN2, m_hi);
     row_l[warp * 16u + lane / 4u] = l_lo;
     row_l[warp * 16u + lane / 4u + 8u] = l_hi;
   }
-#else
-  if (lane % 2u == 0u) {
-    row_m[warp * 16u + my_row] = m;
-    row_l[warp * 16u + my_row] = l;
-  }
-#endif
   subgroup_sync();
   if (!has_rows) return;
   // Each row's output factor, once per row rather than per element (the

@@ -1,5 +1,5 @@
-// Probes where a lane's elements of a 16 x 16 f16 A matrix, and the rows of
-// an f32 accumulator's, lie (shaders/matrix_element_order.comp), once per Context.
+// Probes where a lane's elements of a 16 x 16 f16 A matrix, and of an f32
+// accumulator, lie (shaders/matrix_element_order.comp), once per Context.
 #include "matrix_element_order.hpp"
 
 #include <cstring>
@@ -17,8 +17,9 @@ bool is_register_order(std::span<const uint32_t> words) {
   for (uint32_t lane = 0; lane < MEO_LANES; ++lane)
     for (uint32_t i = 0; i < MEO_ELEMENTS; ++i) {
       if (words[1 + lane * MEO_ELEMENTS + i] != MEO_POSITION(lane, i)) return false;
-      // The accumulator: only the rows matter (the prefill kernel's softmax).
-      if (words[MEO_ACC_WORDS + 1 + lane * MEO_ELEMENTS + i] / 16 != MEO_ROW(lane, i)) return false;
+      // The accumulator's too: the prefill kernel's softmax takes its rows,
+      // and on the KHR path its columns and sets P's A elements from it.
+      if (words[MEO_ACC_WORDS + 1 + lane * MEO_ELEMENTS + i] != MEO_POSITION(lane, i)) return false;
     }
   return true;
 }

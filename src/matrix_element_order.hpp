@@ -9,7 +9,7 @@ struct ContextImpl;
 
 // Whether the probe's output (abi/matrix_element_order.h) is the order the
 // decode kernel's register-built matrices assume, with an f32 accumulator's
-// elements in the rows the coopmat2 prefill kernel's softmax assumes.
+// elements in the same positions (the prefill kernel's softmax in registers).
 bool is_register_order(std::span<const uint32_t> probe_words);
 
 // Runs shaders/matrix_element_order.comp once on the Context's queue (for

@@ -614,7 +614,8 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     EXPECT_EQ(a.bm, 16u);
     EXPECT_FALSE(a.one_tile_per_seq);
     EXPECT_GT(a.num_workgroups, 0u);
-    // The KHR path routes by the same rule with its own 64-row tile (two
+    // The KHR path without the element order (its softmax through shared
+    // memory) routes by the same rule with its own 64-row tile (two
     // 300-token sequences: 19 tiles each, 304 workgroups); the scalar path
     // and off keep the decode kernel.
     ScheduleDevice khr = dev;
@@ -628,8 +629,8 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
     // workgroups of 128 rows), fills the GPU in the KHR tile's 64 rows (19 x
     // 8 = 152 workgroups).
     EXPECT_TRUE(schedule_paged_attention(khr, p).prefill.on);
-    // Below head size 128 the KHR path keeps the decode kernel (where the
-    // prefill kernel was measured slower); coopmat2 routes there too.
+    // Below head size 128 it keeps the decode kernel (where the prefill
+    // kernel was measured slower); coopmat2 routes there too.
     {
       ScheduleProblem small = q;
       small.head_size = 64;
@@ -637,6 +638,21 @@ TEST(PagedAttentionPlanRouting, LongSequencesGoToThePrefillKernelWhereItPays) {
       EXPECT_TRUE(schedule_paged_attention(dev, small).prefill.on);
       small.head_size = 256;
       EXPECT_TRUE(schedule_paged_attention(khr, small).prefill.on);
+    }
+    // With the order, the KHR module's softmax runs in registers: coopmat2's
+    // tile (128 rows in 8 subgroups, 64-key tiles) and rule, head size 64 too.
+    {
+      ScheduleDevice khr_registers = khr;
+      khr_registers.prefill_shared_softmax = false;
+      const Schedule r = schedule_paged_attention(khr_registers, q);
+      ASSERT_TRUE(r.prefill.on);
+      EXPECT_EQ(r.prefill.bm, 128u);
+      EXPECT_EQ(r.prefill.bn, 64u);
+      EXPECT_EQ(r.prefill.workgroup, 256u);
+      EXPECT_FALSE(schedule_paged_attention(khr_registers, p).prefill.on);   // one 300-token sequence: 80 workgroups
+      ScheduleProblem small = q;
+      small.head_size = 64;
+      EXPECT_TRUE(schedule_paged_attention(khr_registers, small).prefill.on);
     }
     ScheduleDevice scalar = dev;
     scalar.path = Path::scalar;
@@ -726,8 +742,9 @@ TEST(PagedAttentionPlanTile, BlockSparseTakesThePrefillTileWhereItDividesTheBloc
   EXPECT_EQ(tile(256, 16, 128), (V{16, 16, 64}));      // q blocks of 16: one pair
   EXPECT_EQ(tile(240, 128, 128), (V{0, 0, 0}));        // an odd number of head slices: none
   dev.path = Path::coopmat;
+  EXPECT_EQ(tile(128, 128, 128), (V{128, 64, 256}));   // KHR with the softmax in registers: coopmat2's
   dev.prefill_shared_softmax = true;
-  EXPECT_EQ(tile(128, 128, 128), (V{64, 32, 128}));    // KHR: 4 subgroups at most
+  EXPECT_EQ(tile(128, 128, 128), (V{64, 32, 128}));    // through shared memory: 4 subgroups at most
   EXPECT_EQ(tile(256, 128, 128), (V{32, 16, 128}));
 }
 

@@ -11,6 +11,7 @@
 #include "device_batch.hpp"
 #include "matrix_element_order.hpp"
 #include "ops/paged_attention_plan.hpp"
+#include "runners/block_sparse_runner.hpp"
 #include "vk_test.hpp"
 #include <vkattn/block_sparse.hpp>
 
@@ -45,13 +46,15 @@ TEST(MatrixElementOrder, OnlyTheKernelsOrderIsRecognised) {
   EXPECT_FALSE(detail::is_register_order(w));
 }
 
-// The prefill kernel's softmax needs the accumulator's rows only: each
-// lane's elements 0-3 in row lane / 4, 4-7 in row lane / 4 + 8.
-TEST(MatrixElementOrder, TheAccumulatorsRowsAreChecked) {
+// The prefill kernel's softmax takes each lane's accumulator elements 0-3
+// in row lane / 4 and 4-7 in row lane / 4 + 8, and on the KHR path their
+// columns too (its masks' keys) and P's A matrices set element by element
+// (A's element i where the accumulator's is): the whole positions.
+TEST(MatrixElementOrder, TheAccumulatorsPositionsAreChecked) {
   const uint32_t lane5 = MEO_ACC_WORDS + 1 + 5 * MEO_ELEMENTS;
   std::vector<uint32_t> w = known_order();
-  std::swap(w[lane5 + 0], w[lane5 + 1]);   // columns within a row: the softmax does not mind
-  EXPECT_TRUE(detail::is_register_order(w));
+  std::swap(w[lane5 + 0], w[lane5 + 1]);   // two columns of a row the other way round
+  EXPECT_FALSE(detail::is_register_order(w));
   w = known_order();
   std::swap(w[lane5 + 2], w[lane5 + 4]);   // an element of row g + 8 where row g's is expected
   EXPECT_FALSE(detail::is_register_order(w));
@@ -130,14 +133,19 @@ TEST_F(RegisterMatrices, AgreeWithTheReferenceAsStagingDoes) {
   ctx().impl().caps.coopmat_register_order = true;
 }
 
-// The coopmat2 prefill kernel's softmax takes the accumulators' rows from
-// the order; without it (another device's, or a Context that could not probe)
-// the KHR module runs, and both agree with the reference: a prefill-kernel
-// batch with a window, sinks and the LSE, and block-sparse attention, whose
+// The prefill kernel's softmax runs on the accumulators' elements in the
+// order, on either matrix path (the KHR module masks them by their columns
+// and sets P's A elements from them), in workgroups of 8 subgroups; without
+// the order (another device's, or a Context that could not probe) the KHR
+// module runs with S and P through shared memory, in workgroups of 4. Both
+// forms agree with the reference: prefill-kernel batches with a window,
+// sinks and the LSE at head sizes 128 and 256 (pairs of subgroups), an
+// ALiBi and softcap batch, and block-sparse attention with a window, whose
 // path says which module ran.
-TEST_F(RegisterMatrices, ThePrefillKernelRunsItsKhrModuleWithoutTheOrder) {
-  if (!ctx().capabilities().coopmat_register_order || ctx().path_for("paged_prefill") != Path::coopmat2)
-    GTEST_SKIP() << "needs the coopmat2 path and the order";
+TEST_F(RegisterMatrices, ThePrefillKernelsSoftmaxRunsInRegistersOnlyWithTheOrder) {
+  const Path matrix = ctx().path_for("paged_prefill");
+  if (!ctx().capabilities().coopmat_register_order || matrix == Path::scalar)
+    GTEST_SKIP() << "needs a matrix path and the order";
   BlockSparseVariant v;
   v.num_q_heads = v.num_kv_heads = 2;
   v.head_size = 128;
@@ -145,14 +153,41 @@ TEST_F(RegisterMatrices, ThePrefillKernelRunsItsKhrModuleWithoutTheOrder) {
   v.mods.all = kMaskCausal;
   for (bool order : {true, false}) {
     ctx().impl().caps.coopmat_register_order = order;
-    EXPECT_EQ(block_sparse_attention_path(ctx(), v), order ? Path::coopmat2 : Path::coopmat);
-    auto c = attention_case({{300, 300}, {129, 700}}, 32, 8, 128, 16, DType::f16, KvLayout::nhd, 613);
-    c.prefill = PrefillKernel::on;
-    c.sliding_window = 250;
-    c.sinks = true;
-    c.with_lse = true;
-    const auto r = tool::run_paged_attention(ctx(), c);
-    EXPECT_TRUE(r.pass) << (order ? "coopmat2 module: " : "KHR module: ") << r.summary << "\n" << r.failure;
+    const std::string form = order ? "softmax in registers: " : "softmax through shared memory: ";
+    EXPECT_EQ(block_sparse_attention_path(ctx(), v), order ? matrix : Path::coopmat);
+    {
+      DeviceBatch batch(ctx(), {0, 300}, {300}, {0, 1}, 32);
+      KvCacheConfig cfg{.num_blocks = 32, .block_size = 16, .num_kv_heads = 8, .head_size = 128};
+      PagedAttentionPlanOptions o;
+      o.prefill = PrefillKernel::on;
+      PagedAttentionPlan plan(ctx(), cfg, 32, DType::f16, batch.lengths(), o);
+      ASSERT_TRUE(plan.data().schedule.prefill.on) << form;
+      EXPECT_EQ(plan.data().schedule.prefill.workgroup, order ? 256u : 128u) << form;
+    }
+    for (uint32_t head_size : {128u, 256u}) {
+      auto c = attention_case({{300, 300}, {129, 700}}, 32, 8, head_size, 16, DType::f16, KvLayout::nhd, 613);
+      c.prefill = PrefillKernel::on;
+      c.sliding_window = 250;
+      c.sinks = true;
+      c.with_lse = true;
+      const auto r = tool::run_paged_attention(ctx(), c);
+      EXPECT_TRUE(r.pass) << form << "head size " << head_size << ": " << r.summary << "\n" << r.failure;
+    }
+    auto a = attention_case({{200, 1000}, {64, 64}}, 16, 4, 128, 16, DType::f16, KvLayout::nhd, 614);
+    a.prefill = PrefillKernel::on;
+    a.alibi = true;
+    a.softcap = 30.0f;
+    const auto ra = tool::run_paged_attention(ctx(), a);
+    EXPECT_TRUE(ra.pass) << form << "ALiBi and softcap: " << ra.summary << "\n" << ra.failure;
+    tool::BlockSparseCase b;
+    b.head_size = 128;
+    b.q_len = b.kv_len = 384;
+    b.q_block = b.kv_block = 128;
+    b.mask = "causal,window:100";
+    b.lse = true;
+    b.seed = 615;
+    const auto rb = tool::run_block_sparse(ctx(), b);
+    EXPECT_TRUE(rb.pass) << form << "block-sparse: " << rb.summary << "\n" << rb.failure;
   }
   ctx().impl().caps.coopmat_register_order = true;
 }

@@ -95,24 +95,26 @@ TEST(SharedMemoryAbi, ScalarKernelCountIsWhatItsModulesDeclare) {
   EXPECT_GT(checked, 80);
 }
 
-// The prefill kernel (both matrix paths): PP_SHARED_BYTES for paged
-// attention and prefix prefill, plus PP_BS_DOCUMENT_BYTES for block-sparse
-// attention's modules. The count may exceed a module's declarations by what
-// that module leaves out (the S and P arrays' placeholders), never fall
-// short of them.
+// The prefill kernel (both matrix paths, and the KHR module's two softmax
+// forms: in registers, PA_REGISTER_MATRICES, or through shared memory):
+// PP_SHARED_BYTES for paged attention and prefix prefill, plus
+// PP_BS_DOCUMENT_BYTES for block-sparse attention's modules. The count may
+// exceed a module's declarations by what that module leaves out (the S and
+// P arrays' placeholders), never fall short of them.
 TEST(SharedMemoryAbi, PrefillKernelCountCoversWhatItsModulesDeclare) {
   constexpr uint64_t kSlack = 64u;
   int checked = 0;
-  for (Path path : {Path::coopmat2, Path::coopmat})
+  for (auto [path, shared_softmax] : {std::pair{Path::coopmat2, false}, {Path::coopmat, false}, {Path::coopmat, true}})
     for (uint32_t head_size : {64u, 80u, 96u, 128u, 192u, 256u}) {
       detail::ScheduleDevice dev;
       dev.path = path;
-      dev.prefill_shared_softmax = path != Path::coopmat2;
+      dev.prefill_shared_softmax = shared_softmax;
       const uint32_t sm = dev.prefill_shared_softmax ? 1u : 0u;
       const char* p = path == Path::coopmat2 ? "coopmat2" : "coopmat";
+      const std::string form = shared_softmax ? " (softmax through shared memory)" : "";
       const detail::Tile t = detail::prefill_tile(dev, head_size);
       if (t.bm) {
-        SCOPED_TRACE(std::string(p) + ", " + tile_text(head_size, t));
+        SCOPED_TRACE(std::string(p) + form + ", " + tile_text(head_size, t));
         const uint64_t host = PP_SHARED_BYTES(head_size, t.workgroup / 32u, t.bn, sm);
         EXPECT_LE(host, dev.max_shared_memory);
         for (const char* kernel : {"paged_prefill", "paged_prefill_bf16"})
@@ -121,6 +123,7 @@ TEST(SharedMemoryAbi, PrefillKernelCountCoversWhatItsModulesDeclare) {
               Spec s = tile_spec(head_size, t);
               s[spec_id::PA_KV_SUFFIX] = suffix;
               s[spec_id::PA_CACHE_DTYPE] = cache;
+              s[spec_id::PA_REGISTER_MATRICES] = !shared_softmax;
               const Declared d = declared(kernel, p, s);
               SCOPED_TRACE(std::string(kernel) + ", suffix " + std::to_string(suffix) + ", cache dtype " + std::to_string(cache));
               EXPECT_LE(d.bytes, host) << d.listing;
@@ -130,18 +133,20 @@ TEST(SharedMemoryAbi, PrefillKernelCountCoversWhatItsModulesDeclare) {
       }
       const detail::Tile b = detail::block_sparse_prefill_tile(dev, head_size, 128, 128);
       if (!b.bm) continue;
-      SCOPED_TRACE(std::string(p) + ", block-sparse " + tile_text(head_size, b));
+      SCOPED_TRACE(std::string(p) + form + ", block-sparse " + tile_text(head_size, b));
       const uint64_t host = PP_SHARED_BYTES(head_size, b.workgroup / 32u, b.bn, sm) + PP_BS_DOCUMENT_BYTES(b.bm, b.bn);
       EXPECT_LE(host, dev.max_shared_memory);
+      Spec bs = tile_spec(head_size, b);
+      bs[spec_id::PA_REGISTER_MATRICES] = !shared_softmax;
       for (const char* kernel : {"block_sparse", "block_sparse_bf16", "block_sparse_documents", "block_sparse_documents_bf16"}) {
-        const Declared d = declared(kernel, p, tile_spec(head_size, b));
+        const Declared d = declared(kernel, p, bs);
         SCOPED_TRACE(kernel);
         EXPECT_LE(d.bytes, host) << d.listing;
         EXPECT_LE(host, d.bytes + kSlack + PP_BS_DOCUMENT_BYTES(b.bm, b.bn)) << d.listing;
         ++checked;
       }
     }
-  EXPECT_GT(checked, 60);
+  EXPECT_GT(checked, 90);
 }
 
 // The decode kernel (both matrix paths, f16 and bf16 modules, the split

@@ -58,12 +58,13 @@ struct Capabilities {
   // Whether a lane's elements of a 16 x 16 f16 matrix (and bf16 matrix, with
   // bf16_matrices) lie in the order the decode kernel builds fp8 caches' K
   // and V matrices in, in registers, and those of a 16 x 16 f32 accumulator
-  // in the rows the coopmat2 prefill kernel's softmax takes them to
-  // (shaders/include/abi/matrix_element_order.h). The order is the
+  // in the same positions, where the prefill kernel's softmax in registers
+  // takes them (shaders/include/abi/matrix_element_order.h). The order is the
   // implementation's: the Context probes it once when it is set up, with a
   // dispatch on its queue (none without a queue: then false, fp8 K/V tiles
   // go through shared memory as on other devices, and the prefill kernel
-  // runs its KHR module on the coopmat2 path).
+  // runs its KHR module, with S and P through shared memory and 4 subgroups
+  // per workgroup rather than 8, on either matrix path).
   bool coopmat_register_order = false;
   std::vector<CoopMatShape> coopmat_shapes;
   bool coopmat2 = false;                // VK_NV_cooperative_matrix2 with every feature vkattn uses

@@ -55,6 +55,7 @@ const RegisteredVariant* custom_variant(const VariantName& name, const char* op)
 struct Launch {
   Path path = Path::scalar;
   uint32_t bm = 0, bn = 0, workgroup = 0;
+  bool register_softmax = false;   // the prefill kernel's softmax in registers (PA_REGISTER_MATRICES)
 };
 
 // The prefill kernel where the device and the variant allow it (a matrix
@@ -75,7 +76,8 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   dev.path = l.path;
   dev.subgroup_size = caps.subgroup_size;
   dev.max_shared_memory = caps.max_shared_memory;
-  dev.prefill_shared_softmax = l.path != Path::coopmat2;
+  dev.prefill_shared_softmax = !caps.coopmat_register_order;
+  l.register_softmax = caps.coopmat_register_order;
   if (l.path != Path::scalar) {
     const Tile t = block_sparse_prefill_tile(dev, v.head_size, v.q_block_size, v.kv_block_size);
     if (t.bm) {
@@ -154,6 +156,7 @@ abi::BlockSparseSpec spec_of(const BlockSparseVariant& v, const Launch& l, uint3
   s.PA_WRITE_LSE = v.lse;
   s.PA_SUBGROUP_SIZE = 32;
   s.PA_KV_SUFFIX = 1;   // K/V rows in q's dtype, not the cache's (the suffix loads)
+  s.PA_REGISTER_MATRICES = l.path != Path::scalar && l.register_softmax;
   s.BS_KV_BLOCK = v.kv_block_size;
   s.BS_MASK_ALL = v.mods.all;
   s.BS_MASK_ANY = v.mods.any;

@@ -59,7 +59,7 @@ ScheduleDevice schedule_device(const Context& ctx, Path path, DType q_dtype) {
   d.has_16x8x16 = caps.has_subgroup_shape(16, 8, 16, q_dtype == DType::bf16 ? "bf16" : "f16");
   d.bf16 = q_dtype == DType::bf16;
   d.prefill_kernel = path != Path::scalar && caps.subgroup_size == 32;
-  d.prefill_shared_softmax = prefill_kernel_path(path, caps.coopmat_register_order) != Path::coopmat2;
+  d.prefill_shared_softmax = !caps.coopmat_register_order;   // (prefill_pipeline's module)
   d.max_binding_bytes = caps.max_storage_buffer_range;
   return d;
 }
@@ -154,9 +154,12 @@ abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const Pref
   return main_spec(p, pre.bm, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
 }
 
-const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, const abi::PagedAttentionSpec& spec) {
+const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, abi::PagedAttentionSpec spec) {
   const bool bf16 = spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
   path = prefill_kernel_path(path, impl.caps.coopmat_register_order);
+  // The prefill kernel's softmax in registers where the Context found the
+  // element order, as the schedule's tile assumed (ScheduleDevice::prefill_shared_softmax).
+  spec.PA_REGISTER_MATRICES = impl.caps.coopmat_register_order;
   return impl.pipelines->get({bf16 ? "paged_prefill_bf16" : "paged_prefill", path, spec_words(spec), abi::PA_BINDINGS,
                               sizeof(abi::PagedAttentionPush), 32});
 }

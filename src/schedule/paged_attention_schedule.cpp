@@ -212,7 +212,7 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
   // rows in 8 subgroups, 16 rows in 2 and tiles of 32 keys (DEVELOPERS.md,
   // "Head size 256").
   if (parts > 1) return fits(4, 16) ? tile(4, 16) : Tile{0, 0, 0};
-  // coopmat2 (S and P in registers): 8 subgroups share each K/V tile of 64 keys.
+  // S and P in registers: 8 subgroups share each K/V tile of 64 keys.
   if (!sm && fits(8, 64)) return tile(8, 64);
   // 4 subgroups, S and P through shared memory.
   uint32_t bn = head_size <= 64 ? 64 : 32;
@@ -222,9 +222,9 @@ Tile prefill_tile(const ScheduleDevice& dev, uint32_t head_size) {
 Tile block_sparse_prefill_tile(const ScheduleDevice& dev, uint32_t head_size, uint32_t q_block, uint32_t kv_block) {
   const uint32_t parts = PP_HEAD_PARTS(head_size);   // subgroups per 16 rows
   auto usable = [&](uint32_t nw, uint32_t bn) {
-    // The KHR path's softmax goes through shared memory: 4 subgroups at most there.
+    // A softmax through shared memory: 4 subgroups at most.
     return nw % parts == 0 && q_block % (16 * nw / parts) == 0 && kv_block % bn == 0 &&
-           !(dev.path == Path::coopmat && nw > 4) &&
+           !(dev.prefill_shared_softmax && nw > 4) &&
            prefill_tile_fits(dev, head_size, nw, bn, PP_BS_DOCUMENT_BYTES(16 * nw / parts, bn));
   };
   const Tile best = prefill_tile(dev, head_size);
@@ -254,10 +254,12 @@ struct Route {
 constexpr uint64_t kMaxRoutingSegments = 4;
 constexpr int64_t kMinRoutingSegmentKeys = 256;
 constexpr uint64_t kMaxRoutingDecodeItemsPerSm = 4;
-// The smallest head size that automatic routes on the KHR path: there the
-// prefill kernel was 1.4-1.6x faster than the decode kernel at head size
+// The smallest head size that automatic routes where the prefill kernel's
+// softmax goes through shared memory (the KHR module without the element
+// order): there it was 1.4-1.6x faster than the decode kernel at head size
 // 128 and 4.4x at 256, even with it at 96, and slower at 80 and 64 (H200,
-// `bench prefill --path coopmat`; README has the figures).
+// `bench prefill --path coopmat` before the KHR module's softmax ran in
+// registers; README has the figures).
 constexpr uint32_t kMinKhrRoutingHeadSize = 128;
 
 //   PrefillKernel::on: more rows than one token's decode tile.
@@ -269,8 +271,8 @@ constexpr uint32_t kMinKhrRoutingHeadSize = 128;
 //     kernel fewer than kMaxRoutingDecodeItemsPerSm items per SM. Shorter
 //     sequences leave most of its tile's rows empty, and fewer workgroups
 //     leave multiprocessors idle that the decode kernel's 16-row items would
-//     use. The KHR path does so from head size kMinKhrRoutingHeadSize; the
-//     scalar path keeps the decode kernel. (DEVELOPERS.md, "The prefill
+//     use. A softmax through shared memory does so from head size
+//     kMinKhrRoutingHeadSize; the scalar path keeps the decode kernel. (DEVELOPERS.md, "The prefill
 //     kernel" and "Automatic routing on the KHR path", has the
 //     measurements.)
 Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
@@ -281,7 +283,7 @@ Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const T
     return {max_rows > one_token ? one_token + 1 : 0, 0};
   }
   if (p.prefill != PrefillKernel::automatic || dev.path == Path::scalar || max_rows < pre.bm ||
-      (dev.path == Path::coopmat && p.head_size < kMinKhrRoutingHeadSize))
+      (dev.prefill_shared_softmax && p.head_size < kMinKhrRoutingHeadSize))
     return {};
   auto tiles = [&](uint64_t rows) { return rows >= pre.bm ? (rows + pre.bm - 1) / pre.bm : 0; };
   uint64_t workgroups = 0;

@@ -22,7 +22,9 @@ struct ScheduleDevice {
   bool bf16 = false;               // the element type is bf16: the decode kernel's bf16 modules may pack O
                                    // (Schedule::pack_o), which takes more shared memory
   // paged_prefill.comp can run (a matrix path with subgroups of 32), and
-  // whether its softmax goes through shared memory (the KHR path).
+  // whether its softmax goes through shared memory: where the Context did
+  // not find the matrices' element order (Capabilities::coopmat_register_order),
+  // which its softmax in registers needs on either matrix path.
   bool prefill_kernel = false;
   bool prefill_shared_softmax = true;
   // The largest view the device binds (maxStorageBufferRange): a split
@@ -34,7 +36,8 @@ struct ScheduleDevice {
 // module's softmax works on each lane's accumulator elements by row, in the
 // order the Context checked (Capabilities::coopmat_register_order); without
 // it (another order, or a Context that could not run the probe) the KHR
-// module, whose softmax goes through shared memory, runs instead.
+// module runs instead, its softmax through shared memory. (With the order
+// the KHR module's softmax runs in registers too.)
 inline Path prefill_kernel_path(Path path, bool register_order) {
   return path == Path::coopmat2 && !register_order ? Path::coopmat : path;
 }

@@ -6,9 +6,10 @@
 // it on the device (matrix_element_order.comp, Capabilities::
 // coopmat_register_order): NVIDIA's mma.m16n8k16 A fragment, with 32 lanes,
 // lane 4 g + t holding (g, 2t), (g, 2t+1), (g, 2t+8), (g, 2t+9), then the
-// same columns of row g + 8. The prefill kernel's coopmat2 softmax
-// (paged_prefill.comp) takes an accumulator's elements 0-3 to lie in row g
-// and 4-7 in row g + 8.
+// same columns of row g + 8. The prefill kernel's softmax in registers
+// (paged_prefill.comp) takes a 16 x 16 f32 accumulator's elements to lie in
+// the same positions: it works on them by row, its KHR module masks them by
+// column and sets P's A elements from them.
 #ifndef VKATTN_ABI_MATRIX_ELEMENT_ORDER_H
 #define VKATTN_ABI_MATRIX_ELEMENT_ORDER_H
 #include "common.h"
@@ -16,8 +17,8 @@
 #define MEO_LANES 32u
 #define MEO_ELEMENTS 8u   /* per lane */
 // The row of element i of lane `lane`, in the order above, and row * 16 +
-// column. A 16 x 16 f32 accumulator's elements lie in the same rows (the
-// prefill kernel's softmax works on them by row; the probe checks it).
+// column. A 16 x 16 f32 accumulator's elements lie in the same positions
+// (the probe checks it).
 #define MEO_ROW(lane, i) (((lane) / 4u) + 8u * ((i) / 4u))
 #define MEO_POSITION(lane, i) (MEO_ROW(lane, i) * 16u + 2u * ((lane) % 4u) + (i) % 2u + 8u * (((i) / 2u) % 2u))
 // The probe's output: word 0 the elements per lane (the matrix's length()),
