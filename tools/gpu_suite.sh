@@ -21,6 +21,12 @@ mkdir -p "$out"
 # hangs names the test it was in: its last "[ RUN      ]" line.
 run_path() {
   local p=$1 i f
+  # The test programs of their own beside the binary (one replaces operator
+  # new), whole, counted in the path's summary; not with a FILTER. Beside
+  # the shards, not after them: on the H200 they take about 150 s a matrix
+  # path, which after the shards took the suite past a 600 s call.
+  local extra=$(dirname "$bin")/vkattn_record_allocation_tests
+  [ "$filter" = '*' ] && [ -x "$extra" ] && VKATTN_PATH=$p "$extra" > "$out/$p.extra.txt" 2>&1 &
   for ((i = 0; i < shards; ++i)); do
     VKATTN_PATH=$p GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" --gtest_filter="$filter" \
       > "$out/$p.$i.txt" 2>&1 &
@@ -33,10 +39,6 @@ run_path() {
     rerun_rest "$p" "$i" "$f"
   done
   cat "$out/$p".*.txt > "$out/$p.txt" && rm -f "$out/$p".*.txt
-  # The test programs of their own beside the binary (one replaces operator
-  # new), whole, counted in the path's summary; not with a FILTER.
-  local extra=$(dirname "$bin")/vkattn_record_allocation_tests
-  [ "$filter" = '*' ] && [ -x "$extra" ] && VKATTN_PATH=$p "$extra" >> "$out/$p.txt" 2>&1
   return 0
 }
 # A shard that died leaves every test after the one it died in unrun; they
