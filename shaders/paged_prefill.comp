@@ -195,12 +195,12 @@ const uint KEY_TILES = PP_KEY_TILES(SM);
 // rows before the key loop). uvec4: 16-byte stores.
 shared uvec4 kv_stage[2u * PA_BN * PP_ROW_VEC4(PA_HEAD_SIZE)];
 // The arrays that matrices are loaded from or stored to hold 16-byte
-// elements (matrix_element.glsl's VKA_SHARED_WORD says why). The KHR
-// softmax reads S and writes P a whole element at a time (4 floats, 8
-// ELEMs), which each lane's run of a row starts on.
-// Per subgroup: S [row][key] (KHR path), or its partial S (PARTS > 1): floats.
+// elements (matrix_element.glsl's VKA_SHARED_WORD says why). The softmax
+// through shared memory reads S and writes P a whole element at a time (4
+// floats, 8 ELEMs), which each lane's run of a row starts on.
+// Per subgroup: S [row][key] (SHARED_SOFTMAX), or its partial S (PARTS > 1): floats.
 shared vec4 s_tile[PP_S_FLOATS(PA_HEAD_SIZE, PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 4u];
-// Per subgroup: P [row][key] (KHR path): ELEMs, 8 to an element.
+// Per subgroup: P [row][key] (SHARED_SOFTMAX): ELEMs, 8 to an element.
 shared uvec4 p_tile[PP_P_ELEMS(PA_WORKGROUP_SIZE / 32u, PA_BN, SM) / 8u];
 shared vec4 row_scale[4u * (PA_WORKGROUP_SIZE / 32u)];   // a float per row
 #define ROW_SCALE(i) VKA_SHARED_WORD(row_scale, i)

@@ -497,8 +497,9 @@ TEST(PagedAttentionChunks, KeysPastTheSharedChunkTableReadTheTableInMemory) {
 // PrefillKernel::automatic (the default) on a batch whose long sequences fill
 // a GPU of up to 320 multiprocessors: 20 sequences of 40 tokens (160 rows,
 // two 128-row tiles each, 8 kv heads) go to the prefill kernel on a matrix
-// path, and on the KHR path (64-row tiles) the 6 sequences of 20 tokens (80
-// rows) with them; on coopmat2 those stay on the decode kernel (several
+// path, and where the softmax goes through shared memory (the KHR module
+// without the element order: 64-row tiles) the 6 sequences of 20 tokens (80
+// rows) with them; elsewhere those stay on the decode kernel (several
 // 16-row decode tiles each), as the decode rows do on every path, in the
 // same call. The scalar path keeps every sequence on the decode kernel.
 class PagedAttentionAutomaticRouting : public VkTest {};

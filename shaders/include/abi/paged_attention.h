@@ -165,8 +165,8 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // subgroups above head size 128: PP_HEAD_PARTS), PA_BN keys per K/V tile.
 // Its shared arrays, sized here for the shader and for the host's tile choice
 // (detail::prefill_tile). SM: 1 where S and P go through shared memory (the
-// KHR path); the coopmat2 path keeps them in registers, but for the pairs'
-// partial S. Q's rows (before the key loop, 2 * BC rows at a time) and the
+// KHR module on a device without the element order, abi/matrix_element_order.h);
+// elsewhere they stay in registers, but for the pairs' partial S. Q's rows (before the key loop, 2 * BC rows at a time) and the
 // results (after it) go through the K/V tiles' space, which must hold the
 // latter: 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
 #define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
@@ -176,13 +176,14 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 #define PP_HEAD_PARTS(D) ((D) > 128u ? 2u : 1u)
 #define PP_S_FLOATS(D, NW, BC, SM) ((SM) + PP_HEAD_PARTS(D) > 1u ? (NW) * 16u * (BC) : 4u)   /* per subgroup: S (KHR path) or its partial S (pairs); + not ||: glslang 16 emits an undefined id for || of spec constants */
 #define PP_P_ELEMS(NW, BC, SM) ((SM) != 0u ? (NW) * 16u * (BC) : 8u)
-// The tiles whose K and V addresses key_at holds: 3 on the coopmat2 path,
-// where each tile's V is staged a tile after its K (paged_prefill.comp's
-// V_LAG, up to head size 128), 2 on the KHR path (a third took its head size
-// 256 module past two workgroups per SM). By path only, so that the kernel's
-// count is a literal: derived from the head size, a specialization constant,
-// it ran the coopmat2 modules slower, fp8 caches most (DEVELOPERS.md, "key_at's
-// tiles as a literal").
+// The tiles whose K and V addresses key_at holds: 3 with the softmax in
+// registers (on coopmat2 each tile's V may be staged a tile after its K:
+// paged_prefill.comp's V_LAG, up to head size 128), 2 with it through shared
+// memory (a third took that module's head size 256 past two workgroups per
+// SM). By the softmax's form only, so that the coopmat2 kernel's count is a
+// literal: derived from the head size, a specialization constant, it ran the
+// coopmat2 modules slower, fp8 caches most (DEVELOPERS.md, "key_at's tiles
+// as a literal").
 #define PP_KEY_TILES(SM) ((SM) != 0u ? 2u : 3u)
 #define PP_SHARED_BYTES(D, NW, BC, SM)                                                                    \
   (16u * 2u * (BC) * PP_ROW_VEC4(D) /* K and V tiles */ + 4u * PP_S_FLOATS(D, NW, BC, SM) + \
