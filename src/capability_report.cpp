@@ -63,7 +63,8 @@ std::string capability_report_text(const Context& ctx) {
     << "binding           push descriptors " << yes(c.push_descriptors) << ", buffer device address "
     << yes(c.buffer_device_address) << "\n"
     << "KHR coopmat       " << yes(c.coopmat) << ", bf16 matrices " << yes(c.bf16_matrices)
-    << ", element order for register-built matrices " << yes(c.coopmat_register_order) << "\n";
+    << ", element order for register-built matrices " << yes(c.coopmat_register_order)
+    << (c.coopmat_register_order ? " (fp8 decode tiles; the prefill kernel's softmax in registers)" : "") << "\n";
   for (const auto& s : c.coopmat_shapes) o << "                    " << shape_text(s) << "\n";
   o << "NV coopmat2       " << yes(c.coopmat2);
   if (!c.coopmat2_features.empty()) {
