@@ -73,18 +73,20 @@ enum class SplitKv {
 };
 
 // Whether sequences of many query rows run on the prefill kernel
-// (paged_prefill.comp: tiles of 128 rows on coopmat2, 64 on KHR coopmat, 32
-// above head size 128, sharing each K/V tile; matrix paths with subgroups of
+// (paged_prefill.comp: tiles of 128 rows, 64 where its softmax goes through
+// shared memory, 32 above head size 128, sharing each K/V tile; matrix paths with subgroups of
 // 32, head sizes up to 256 but 144, 176, 208 and 240) rather than on the
 // decode kernel's 16-row tiles. Both give the same
 // results within the stated tolerances. The plan decides per batch, and a
 // mixed batch is still one call.
 enum class PrefillKernel {
   // Matrix paths: sequences of at least one prefill tile of rows (query
-  // tokens x GQA heads: 128 on coopmat2, 64 on KHR coopmat, 32 above head
-  // size 128), where they give the prefill kernel a workgroup per
-  // multiprocessor or more; on KHR coopmat only from head size 128 (below
-  // it the prefill kernel was not the faster). Scalar: the decode kernel.
+  // tokens x GQA heads: 128, 32 above head size 128), where they give the
+  // prefill kernel a workgroup per multiprocessor or more. On a device
+  // without the matrices' element order (Capabilities::coopmat_register_order
+  // false) the prefill kernel's softmax goes through shared memory: its tile
+  // is 64 rows there, and it routes only from head size 128 (below it that
+  // form was not the faster). Scalar: the decode kernel.
   automatic,
   off,
   on,          // sequences of more rows than one token's decode tile, whenever the device has the kernel

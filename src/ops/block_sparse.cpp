@@ -77,7 +77,7 @@ Launch choose_launch(const Context& ctx, const BlockSparseVariant& v, const Regi
   dev.subgroup_size = caps.subgroup_size;
   dev.max_shared_memory = caps.max_shared_memory;
   dev.prefill_shared_softmax = !caps.coopmat_register_order;
-  l.register_softmax = caps.coopmat_register_order;
+  l.register_softmax = !dev.prefill_shared_softmax;   // (the module's form is the tile's)
   if (l.path != Path::scalar) {
     const Tile t = block_sparse_prefill_tile(dev, v.head_size, v.q_block_size, v.kv_block_size);
     if (t.bm) {

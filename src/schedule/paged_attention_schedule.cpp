@@ -272,8 +272,9 @@ constexpr uint32_t kMinKhrRoutingHeadSize = 128;
 //     sequences leave most of its tile's rows empty, and fewer workgroups
 //     leave multiprocessors idle that the decode kernel's 16-row items would
 //     use. A softmax through shared memory does so from head size
-//     kMinKhrRoutingHeadSize; the scalar path keeps the decode kernel. (DEVELOPERS.md, "The prefill
-//     kernel" and "Automatic routing on the KHR path", has the
+//     kMinKhrRoutingHeadSize; the scalar path keeps the decode kernel.
+//     (DEVELOPERS.md, "The prefill kernel", "Automatic routing on the KHR
+//     path" and "The KHR prefill module's softmax in registers", has the
 //     measurements.)
 Route prefill_route(const ScheduleDevice& dev, const ScheduleProblem& p, const Tile& pre) {
   const uint32_t gqa = p.num_q_heads / p.num_kv_heads;

@@ -127,8 +127,9 @@ Tile choose_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t max_
 
 // The prefill kernel's tile. Up to head size 128: with the softmax in
 // registers 128 rows in 8 subgroups and K/V tiles of 64 keys; else, or where
-// that does not fit, 64 rows in 4 subgroups and 64 or 32 keys by head size. Above it (pairs of
-// subgroups per 16 rows, PP_HEAD_PARTS): 32 rows in 4 subgroups, 16 keys.
+// that does not fit, 64 rows in 4 subgroups and 64 or 32 keys by head size.
+// Above it (pairs of subgroups per 16 rows, PP_HEAD_PARTS): 32 rows in 4
+// subgroups, 16 keys.
 // {0, 0, 0} where no tile fits (its shared memory, PP_SHARED_BYTES; head
 // sizes above 256, or above 128 of an odd number of 16-wide slices).
 Tile prefill_tile(const ScheduleDevice& device, uint32_t head_size);
@@ -141,7 +142,8 @@ bool prefill_tile_fits(const ScheduleDevice& device, uint32_t head_size, uint32_
 // Block-sparse attention's tile on the prefill kernel, whose rows must divide
 // the mask's q blocks and whose keys its kv blocks: prefill_tile's where it
 // does, else the largest that does (subgroups first, then keys; at most 4
-// subgroups where the softmax goes through shared memory); {0, 0, 0} where none does.
+// subgroups where the softmax goes through shared memory); {0, 0, 0} where
+// none does.
 Tile block_sparse_prefill_tile(const ScheduleDevice& device, uint32_t head_size, uint32_t q_block, uint32_t kv_block);
 
 // The most a split workspace may take: partial results are indexed with
