@@ -6,6 +6,15 @@
 // value here is staged by the key-by-key loads of that mixed tile and any
 // correction after the key loop reads each key from its own source. fp8
 // caches keep two segments. The scalar path runs the same case.
+//
+// The cases of 80 new tokens give the prefill kernel items (16 tokens of
+// 128 packed rows) whose tiles hold keys outside the item, which read a
+// stand-in new token (kv_source.glsl): past the item's last key in every
+// item's last tile, and with an fp8 cache, before the new tokens' segment
+// starts, in its first tile (from 32), which the item from position 101
+// on sees whole. An infinity there must come back as that infinity, not as
+// the NaN of 0 x Inf. (Stand-ins are the bf16 coopmat2 modules' form; the
+// others read zeros there, and the f16 cases check that they still do.)
 #include <cstring>
 
 #include "device_batch.hpp"
@@ -23,19 +32,23 @@ struct Case {
   int32_t window = 0;
   bool at_36 = false;         // also at position 36 (the context's last key), which every token sees
   bool at_37 = false;         // also at position 37 (the first new token's), which every token sees
+  uint32_t new_tokens = 3;
+  bool exact = false;         // the planted infinity must come back as itself (not only as non-finite)
+  bool bf16_q = false;        // bf16 q (and new K/V) over this cache
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class PrefixPrefillNonFinite : public VkTest, public ::testing::WithParamInterface<Case> {};
 
-// One sequence of 40 keys: a context of 37 in the cache and 3 new tokens
-// (positions 37, 38, 39) in their own K/V tensors, 16 q heads over 2 kv heads
-// of 64 (24 packed rows), every value 0.25 but one element of kv head 1, dim
-// 5: at position 39 (a new token, seen only by the last), and with a window
-// of 8 at positions 2 (seen by none) and 30 (seen only by the first token).
+// One sequence: a context of 37 keys in the cache and 3 new tokens
+// (positions 37, 38, 39; or 80) in their own K/V tensors, 16 q heads over 2
+// kv heads of 64 (8 packed rows a token), every value 0.25 but one element
+// of kv head 1, dim 5: at the last position (a new token, seen only by the
+// last), and with a window of 8 at positions 2 (seen by none) and 30 (seen
+// only by the first token).
 TEST_P(PrefixPrefillNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const Case& p = GetParam();
-  const uint32_t bs = 16, Hkv = 2, Hq = 16, D = 64, T = 3, len = 40, ctx_len = len - T;
+  const uint32_t bs = 16, Hkv = 2, Hq = 16, D = 64, T = p.new_tokens, ctx_len = 37, len = ctx_len + T;
   KvCacheConfig cfg{.num_blocks = 4, .block_size = bs, .num_kv_heads = Hkv, .head_size = D, .dtype = p.cache};
   PagedKvCache cache(ctx(), cfg);
   const uint32_t quarter = p.cache == DType::f16        ? 0x34003400u
@@ -43,7 +56,7 @@ TEST_P(PrefixPrefillNonFinite, ReachesOnlyTheRowsThatSeeIt) {
                            : p.cache == DType::fp8_e4m3 ? 0x28282828u
                                                         : 0x34343434u;
   cache.fill(quarter);   // 0.25 in every format used here
-  const DType qt = p.cache == DType::bf16 ? DType::bf16 : DType::f16;
+  const DType qt = p.cache == DType::bf16 || p.bf16_q ? DType::bf16 : DType::f16;
   const uint32_t q_quarter = qt == DType::bf16 ? 0x3E803E80u : 0x34003400u;
   Buffer q(ctx(), T * Hq * D * 2), key(ctx(), T * Hkv * D * 2), value(ctx(), T * Hkv * D * 2), out(ctx(), T * Hq * D * 4);
   std::vector<uint16_t> new_k(T * Hkv * D, uint16_t(q_quarter)), new_v = new_k;
@@ -66,7 +79,7 @@ TEST_P(PrefixPrefillNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const bool negative = p.cache == DType::f16 || p.cache == DType::bf16 ? (p.bad_bits & 0x8000) != 0 : (p.bad_bits & 0x80) != 0;
   const uint16_t as_new = qt == DType::bf16 ? uint16_t(nan ? 0x7FC0 : negative ? 0xFF80 : 0x7F80)
                                             : uint16_t(nan ? 0x7E00 : negative ? 0xFC00 : 0x7C00);
-  plant(39, p.bad_bits, as_new);
+  plant(len - 1, p.bad_bits, as_new);
   if (p.window) {
     plant(2, p.bad_bits, as_new);
     plant(30, p.bad_bits, as_new);
@@ -97,9 +110,13 @@ TEST_P(PrefixPrefillNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   const auto o_ = out.download_as<float>(T * Hq * D);
   // The upper half of the heads reads kv head 1; the last token sees
   // position 39, the first (position 37) position 30 through a window of 8.
-  expect_nonfinite_exactly_where_seen(o_, T, Hq, D, [&](uint32_t t, uint32_t h, uint32_t d) {
-    return (t == T - 1 || (p.window && t == 0) || p.at_36 || p.at_37) && h >= Hq / 2 && (d == 5 || p.in_k);
-  });
+  const float exactly = !p.exact ? NAN : negative ? -INFINITY : INFINITY;
+  expect_nonfinite_exactly_where_seen(
+      o_, T, Hq, D,
+      [&](uint32_t t, uint32_t h, uint32_t d) {
+        return (t == T - 1 || (p.window && t == 0) || p.at_36 || p.at_37) && h >= Hq / 2 && (d == 5 || p.in_k);
+      },
+      exactly);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PrefixPrefillNonFinite,
@@ -109,7 +126,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, PrefixPrefillNonFinite,
                                            Case{"v_inf_f16_window8_at36", DType::f16, 0x7C00, false, 8, true},
                                            Case{"v_nan_f16_at37", DType::f16, 0x7E00, false, 0, false, true},
                                            Case{"v_nan_bf16_window8_at36", DType::bf16, 0x7FC0, false, 8, true},
-                                           Case{"v_inf_e5m2_window8_at37", DType::fp8_e5m2, 0x7C, false, 8, false, true}),
+                                           Case{"v_inf_e5m2_window8_at37", DType::fp8_e5m2, 0x7C, false, 8, false, true},
+                                           Case{"v_inf_f16_80_tokens_last", DType::f16, 0x7C00, false, 0, false, false, 80, true},
+                                           Case{"v_minus_inf_e5m2_80_tokens_at37", DType::fp8_e5m2, 0xFC, false, 0, false, true, 80, true},
+                                           Case{"v_inf_bf16_80_tokens_last", DType::bf16, 0x7F80, false, 0, false, false, 80, true},
+                                           Case{"v_minus_inf_bf16_q_e5m2_80_tokens_at37", DType::fp8_e5m2, 0xFC, false, 0, false, true, 80, true,
+                                                true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

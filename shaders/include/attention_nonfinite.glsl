@@ -16,6 +16,12 @@
 void seen_by_every_row(PaItem it, out int lo, out int hi) {
   hi = pa_row_position(it, 0u);
   lo = PA_HAS_WINDOW != 0u ? pa_row_position(it, it.row_count - 1u) - pc.sliding_window + 1 : 0;
+#if PP_SUFFIX_STAND_IN
+  // No key before the item's first is seen: the prefill kernel's first tile
+  // (from a multiple of 16) may hold new tokens' stand-ins there
+  // (kv_source.glsl), which must be staged as a tile seen in part.
+  if (PA_KV_SUFFIX != 0u) lo = max(lo, it.kv_begin);
+#endif
 }
 
 // Whether the tile of keys [k0, k0 + n) is seen in part by some row (rows of
