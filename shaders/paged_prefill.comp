@@ -86,9 +86,9 @@
 #define PA_E4M3_BF16_DIRECT 1
 // Prefix prefill's new-token keys outside an item read a stand-in row of
 // the item's own new tokens, not a test of each piece's index before its
-// load (kv_source.glsl). In the bf16 coopmat2 modules only: there it took
-// ctx 0 q=8192 7% less time, the others within 0.5%; the f16 modules took
-// ctx 0 2% less but B=4 ctx=4096 q=512 and B=16 ctx=2048 q=128 4% more
+// load (kv_source.glsl). In the bf16 coopmat2 modules only: they ran
+// faster with it, the f16 modules slower on most prefix-prefill shapes
+// with the same registers, and the KHR modules were not measured with it
 // (DEVELOPERS.md, "Stand-in rows for the new tokens' keys").
 #define PP_SUFFIX_STAND_IN 1
 #endif

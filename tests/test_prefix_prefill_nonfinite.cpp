@@ -108,8 +108,8 @@ TEST_P(PrefixPrefillNonFinite, ReachesOnlyTheRowsThatSeeIt) {
   a.params.sliding_window = p.window;
   prefix_prefill(ctx(), plan, cache, a);
   const auto o_ = out.download_as<float>(T * Hq * D);
-  // The upper half of the heads reads kv head 1; the last token sees
-  // position 39, the first (position 37) position 30 through a window of 8.
+  // The upper half of the heads reads kv head 1; the last token sees the
+  // last position, the first (position 37) position 30 through a window of 8.
   const float exactly = !p.exact ? NAN : negative ? -INFINITY : INFINITY;
   expect_nonfinite_exactly_where_seen(
       o_, T, Hq, D,
