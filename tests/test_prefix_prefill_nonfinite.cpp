@@ -12,8 +12,10 @@
 // stand-in new token (kv_source.glsl): past the item's last key in every
 // item's last tile, and with an fp8 cache, before the new tokens' segment
 // starts, in its first tile (from 32), which the item from position 101
-// on sees whole. An infinity there must come back as that infinity, not as
-// the NaN of 0 x Inf. (Stand-ins are the bf16 coopmat2 modules' form; the
+// on sees whole; with a window of 8, before a later item's window starts
+// in the new tokens (the item from position 101 sees keys from 94 on, its
+// first tile starts at 80). An infinity there must come back as that
+// infinity, not as the NaN of 0 x Inf. (Stand-ins are the bf16 coopmat2 modules' form; the
 // others read zeros there, and the f16 cases check that they still do.)
 #include <cstring>
 
@@ -130,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, PrefixPrefillNonFinite,
                                            Case{"v_inf_f16_80_tokens_last", DType::f16, 0x7C00, false, 0, false, false, 80, true},
                                            Case{"v_minus_inf_e5m2_80_tokens_at37", DType::fp8_e5m2, 0xFC, false, 0, false, true, 80, true},
                                            Case{"v_inf_bf16_80_tokens_last", DType::bf16, 0x7F80, false, 0, false, false, 80, true},
+                                           Case{"v_inf_bf16_window8_80_tokens", DType::bf16, 0x7F80, false, 8, false, false, 80, true},
                                            Case{"v_minus_inf_bf16_q_e5m2_80_tokens_at37", DType::fp8_e5m2, 0xFC, false, 0, false, true, 80, true,
                                                 true}),
                          [](const auto& info) { return std::string(info.param.name); });
