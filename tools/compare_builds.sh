@@ -14,6 +14,11 @@
 #
 #   tools/compare_builds.sh BUILD...      (a BUILD is a folder holding `vkattn`, or the binary)
 #
+# A BUILD's `vkattn` may be a script that sets an environment variable and
+# execs a binary kept elsewhere: host-side throwaways read from the
+# environment (a forced tile, say) then compare within one binary. The
+# folder's name labels its lines.
+#
 # Environment (defaults in brackets):
 #   ROUNDS   rounds of the suites [1]
 #   SUITES   space-separated SUITE[:CACHE_DTYPE] entries; "bf16" as the cache
