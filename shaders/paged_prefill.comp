@@ -150,8 +150,12 @@ const uint QG = 2u;
 // Each tile's V staged one tile after its K, and multiplied beside the next
 // tile's softmax (V_LAG): on the coopmat2 path up to head size 128, in the
 // paged op's f16-matrix modules whose staging does the most per tile: an fp8
-// cache's (decoded as it is staged) and prefix prefill's (two key sources),
-// which run slower without it. Everywhere else each tile's V is staged with
+// cache's (decoded as it is staged), which runs slower without it (prefix
+// prefill's context pass is the paged op's module). Prefix prefill's
+// new-token pass reads one source and decodes nothing: it ran faster in the
+// paged f16 module's form (no lag, the loads after S, base 2), as did its
+// bf16 module without ENTRY_THREE_AHEAD (DEVELOPERS.md, "Prefix prefill in
+// two passes"). Everywhere else each tile's V is staged with
 // its K and multiplied within its own tile, which measured faster: plain f16
 // and every block-sparse module (once the epilogue stopped spilling); the
 // bf16 modules, which the carried P pushed past 255 registers (the driver
@@ -160,7 +164,7 @@ const uint QG = 2u;
 // softmax beside tile t - 1's P V" and "The V lag, module by module", has
 // the figures. (Ternaries, not &&: glslang emits no spec-constant &&.)
 #if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && !PA_MATRIX_BF16
-const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_FP8_CACHE ? true : PA_KV_SUFFIX != 0u) : false;
+const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? false : (PA_FP8_CACHE ? true : PA_KV_SUFFIX != 0u)) : false;
 #else
 const bool V_LAG = false;
 #endif
@@ -188,7 +192,7 @@ const bool LOADS_AFTER_S = false;
 // is what it was. (Ternaries, not &&: see V_LAG.)
 #if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && PA_MATRIX_BF16
 #define PP_ENTRY_CARRIED 1
-const bool ENTRY_THREE_AHEAD = PA_FP8_CACHE ? false : PA_KV_SUFFIX != 0u;
+const bool ENTRY_THREE_AHEAD = PA_FP8_CACHE ? false : (PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? false : PA_KV_SUFFIX != 0u);
 #else
 #define PP_ENTRY_CARRIED 0
 #endif
@@ -324,7 +328,7 @@ uint tile_source(uint kv_src, int k0) {
 #define LOAD_PART(K0, BUF, FROM)                                                                   \
   {                                                                                                \
     const uint l_ts = tile_source(kv_src, K0);                                                     \
-    if (l_ts == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)                                          \
+    if (PA_PREFIX_PASS != PA_PASS_NEW_TOKENS && l_ts == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)  \
     else if (l_ts == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
   }
 #endif
@@ -415,13 +419,13 @@ bool zero_staged_nonfinite() {
 float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g_row0 + r, k, s * g_scale, t); }
 
 // BY_SOFTMAX_BASE(base 2's form, the natural form): the loop's softmax in
-// base 2 (the comment above SOFTMAX). Prefix prefill's specialization keeps
-// the natural base, where base 2 ran slower: the spec constant is tested at
-// each use, so that specialization's code is what it was.
+// base 2 (the comment above SOFTMAX). Prefix prefill's specialization kept
+// the natural base while it walked both sources (base 2 ran slower there);
+// its new-token pass takes base 2.
 #if VKA_OP_BLOCK_SPARSE
 #define BY_SOFTMAX_BASE(base2, natural) (base2)
 #else
-const bool SOFTMAX_BASE2 = PA_KV_SUFFIX == 0u;
+const bool SOFTMAX_BASE2 = PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? true : PA_KV_SUFFIX == 0u;
 #define BY_SOFTMAX_BASE(base2, natural) (SOFTMAX_BASE2 ? (base2) : (natural))
 #endif
 float cm_logit(const in uint r, const in uint c, const in float s, const in int k0, const in int t) {
@@ -887,9 +891,31 @@ void main() {
     }
   }
 
+  // Each lane writes 8 dims of one row of O below: lane 2 r + h takes row r,
+  // dims 8 h .. 8 h + 7 of each slice.
+  const uint w_row = lane / 2u, w_dim = 8u * (lane % 2u);
+#if !VKA_OP_BLOCK_SPARSE
+  // Prefix prefill's new-token pass: the context pass's partial results for
+  // this lane's rows, (m, l) of row g_row0 + lane and O's dims where the lane
+  // writes, their loads all issued here, before anything waits on one.
+  const bool after_context = PA_PREFIX_PASS == PA_PASS_NEW_TOKENS && g_it.after_context;
+  vec2 context_stats = vec2(VKA_NEG_INF, 0.0);
+  vec4 cl0 = vec4(0.0), cl1 = cl0, cl2 = cl0, cl3 = cl0, cl4 = cl0, cl5 = cl0, cl6 = cl0, cl7 = cl0, cl8 = cl0, cl9 = cl0,
+       cl10 = cl0, cl11 = cl0, cl12 = cl0, cl13 = cl0, cl14 = cl0, cl15 = cl0;
+  vec4 ch0 = cl0, ch1 = cl0, ch2 = cl0, ch3 = cl0, ch4 = cl0, ch5 = cl0, ch6 = cl0, ch7 = cl0, ch8 = cl0, ch9 = cl0,
+       ch10 = cl0, ch11 = cl0, ch12 = cl0, ch13 = cl0, ch14 = cl0, ch15 = cl0;
+  if (after_context) {
+    if (lane < 16u && g_row0 + lane < g_it.row_count) context_stats = pa_context_stats(g_it, g_row0 + lane);
+#define LOAD_CONTEXT(j) pa_context_out8(g_it, g_row0 + w_row, 16u * (g_slice0 + j) + w_dim, cl##j, ch##j);
+    if (g_row0 + w_row < g_it.row_count) {
+      EACH_SLICE(LOAD_CONTEXT)
+    }
+  }
+#endif
+
   // Results: m and l of each row, then O one 16x16 slice at a time, through
   // the subgroup's 64 uvec4s of kv_stage (free after the key loop: the
-  // barrier below; the host keeps 2 * BC * ROW >= 64 * NW).
+  // barrier below; the host keeps 2 * BC * ROW >= PP_EPILOGUE_VEC4(NW)).
   if (staged_nonfinite) wg_flags[0] = 1u;
   pa_bad_block_note();   // (every lookup of the loop is done)
   barrier();
@@ -916,6 +942,38 @@ void main() {
   }
   subgroup_sync();
   if (!has_rows) return;
+#if !VKA_OP_BLOCK_SPARSE
+  // Prefix prefill's new-token pass: each row's state merged with the
+  // context pass's (its partial result), and the two weights its O and the
+  // context's take kept beside the subgroup's O slice in kv_stage
+  // (PP_EPILOGUE_VEC4) for O's elements below.
+#define CONTEXT_WEIGHT(i, k) kv_stage[PP_EPILOGUE_O_VEC4(NW) + (i) / 2u][2u * ((i) % 2u) + (k)]
+  if (after_context) {
+    if (lane < 16u) {
+      const uint i = warp * 16u + lane;
+      float w = 1.0, w_context = 0.0;
+      if (g_row0 + lane < g_it.row_count)
+        vka_softmax_merge_weights(row_m[i], row_l[i], context_stats.x, context_stats.y, w, w_context);
+      CONTEXT_WEIGHT(i, 0u) = floatBitsToUint(w);
+      CONTEXT_WEIGHT(i, 1u) = floatBitsToUint(w_context);
+    }
+    subgroup_sync();
+  }
+// o (a row's 8 dims from d) merged with the context's: before the
+// non-finite term, which the weights must not scale (an infinity times a
+// weight that underflowed would be NaN).
+#define MERGE_CONTEXT(o, j)                                                                        \
+  if (after_context) {                                                                             \
+    const float w = uintBitsToFloat(CONTEXT_WEIGHT(warp * 16u + w_row, 0u));                       \
+    const float wc = uintBitsToFloat(CONTEXT_WEIGHT(warp * 16u + w_row, 1u));                      \
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {                                                     \
+      o[i] = o[i] * w + cl##j[i] * wc;                                                             \
+      o[i + 4u] = o[i + 4u] * w + ch##j[i] * wc;                                                   \
+    }                                                                                              \
+  }
+#else
+#define MERGE_CONTEXT(o, j)
+#endif
   // Each row's output factor, once per row rather than per element (the
   // softmax's finish has an exp and a division), in row_scale (free after
   // the key loop).
@@ -932,10 +990,8 @@ void main() {
   const float v_scale = pa_value_scale(g_it);
 #define V_UNSTAGED(x) (x)
 #endif
-// Each lane writes 8 dims of one row: lane 2 r + h takes row r, dims 8 h ..
-// 8 h + 7 of the slice, in one store where the output allows
-// (pa_write_result8_scaled).
-  const uint w_row = lane / 2u, w_dim = 8u * (lane % 2u);
+// Each lane writes 8 dims of one row (w_row, w_dim above), in one store
+// where the output allows (pa_write_result8_scaled).
 #define WRITE_O(j)                                                                                 \
   coopMatStore(o##j, kv_stage, o_at, 4u, gl_CooperativeMatrixLayoutRowMajor);                      \
   subgroup_sync();                                                                                 \
@@ -944,6 +1000,7 @@ void main() {
     const vec4 lo = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u])) * v_scale; \
     const vec4 hi = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u])) * v_scale; \
     float o[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);                         \
+    MERGE_CONTEXT(o, j)                                                                            \
     if (fix) {                                                                                     \
       [[unroll]] for (uint i = 0; i < 8u; ++i) o[i] += pa_item_nonfinite_term(g_it, g_row0 + w_row, d + i); \
     }                                                                                              \

@@ -76,11 +76,6 @@ class PrefixPrefillPlan {
 
 struct PrefixPrefillArgs {
   // [num_tokens, num_q_heads, head_size] f16 or bf16, last dim contiguous.
-  // bf16 q over an fp8 e4m3 cache on the coopmat2 path must keep |q| < 2^96
-  // (2^(135 - e) where scale * k_scale = f * 2^e, f in [0.5, 1), e > 39):
-  // the kernel stages q 2^32 (2^(e - 7)) larger there, so that small fp8
-  // keys' products stay f32 normals, and reports a larger element as an
-  // Error naming its token.
   TensorView q;
   TensorView key;     // [num_tokens, num_kv_heads, head_size], q's dtype, last dim contiguous,
   TensorView value;   // head strides below 2^16 elements (any token stride)

@@ -32,11 +32,18 @@ VKA_SOFTMAX_RESCALE(vka_softmax_rescale, vka_exp_diff)
 float vka_exp2_diff(float a, float b) { return a == VKA_NEG_INF ? 0.0 : exp2(a - b); }
 VKA_SOFTMAX_RESCALE(vka_softmax_rescale_log2, vka_exp2_diff)
 
-// Merges another partial softmax (m2, l2) of the same row into (m, l).
-void vka_softmax_merge(inout float m, inout float l, float m2, float l2) {
+// Merges another partial softmax (m2, l2) of the same row into (m, l), and
+// gives the factors their accumulators take: (m, l)'s w, (m2, l2)'s w2.
+void vka_softmax_merge_weights(inout float m, inout float l, float m2, float l2, out float w, out float w2) {
   const float m_new = max(m, m2);
-  l = l * vka_exp_diff(m, m_new) + l2 * vka_exp_diff(m2, m_new);
+  w = vka_exp_diff(m, m_new);
+  w2 = vka_exp_diff(m2, m_new);
+  l = l * w + l2 * w2;
   m = m_new;
+}
+void vka_softmax_merge(inout float m, inout float l, float m2, float l2) {
+  float w, w2;
+  vka_softmax_merge_weights(m, l, m2, l2, w, w2);
 }
 
 // Final normaliser with an optional sink logit (one extra term in the

@@ -39,6 +39,11 @@ struct PaItem {
   uint seq, kv_head, row_start, row_count, segment, token0;
   int kv_begin, kv_end, ctx;
   bool valid;   // false: no rows (a tile past its sequence's)
+#if PA_PREFILL_KERNEL
+  // Prefix prefill's new-token pass (PA_PASS_NEW_TOKENS): the context pass
+  // had keys for this item, so its rows have segment 0's partial results.
+  bool after_context;
+#endif
 };
 
 // First q tile of sequence s when tiles are found by search: every sequence
@@ -66,16 +71,26 @@ uint pa_find_seq(uint tile) {
 // Prefix prefill's joined items (PA_FLAG_SUFFIX_JOINED), which only the
 // prefill kernel has: one item walks both sources, unsplit. The other kernels
 // see none of this code (macros, so that their modules stay as they were).
+// Prefix prefill's two passes (PA_PREFIX_PASS, abi/paged_attention.h), also
+// the prefill kernel's only: one item per q tile and kv head in each, its
+// segment fixed by the pass (0: the context's keys, from the cache, written
+// as partial results; 1: the new tokens', merged and written).
 #if PA_PREFILL_KERNEL
-bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SUFFIX_JOINED) != 0u; }
-#define PA_ITEM_SEGMENTS (pa_joined_kernel() ? 1u : pc.num_segments)
-#define PA_SPLIT_BY_SOURCE (PA_KV_SUFFIX != 0u && !pa_joined_kernel())
-// (A split plan's joined items are whole: they neither split their keys nor write partial results.)
-#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u && !pa_joined_kernel())
+bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && PA_PREFIX_PASS == 0u && (pc.flags & PA_FLAG_SUFFIX_JOINED) != 0u; }
+#define PA_ITEM_SEGMENTS (pa_joined_kernel() || PA_PREFIX_PASS != 0u ? 1u : pc.num_segments)
+#define PA_ITEM_SEGMENT(wg) (PA_PREFIX_PASS != 0u ? PA_PREFIX_PASS - 1u : (wg) % PA_ITEM_SEGMENTS)
+// The sequence's new tokens are not in the block table.
+#define PA_NEW_TOKENS_APART (PA_KV_SUFFIX != 0u || PA_PREFIX_PASS != 0u)
+#define PA_SPLIT_BY_SOURCE (PA_NEW_TOKENS_APART && !pa_joined_kernel())
+// (A split plan's joined items are whole: they neither split their keys nor
+// write partial results; the new-token pass writes the merged outputs.)
+#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u && !pa_joined_kernel() && PA_PREFIX_PASS != PA_PASS_NEW_TOKENS)
 #define PA_SUFFIX_KEY(it, k) (pa_suffix_item(it) || (pa_joined_kernel() && (k) >= (it).ctx))
 #define PA_KEY_SOURCE_OF(it, k) pa_key_source_of(it, k)
 #else
 #define PA_ITEM_SEGMENTS pc.num_segments
+#define PA_ITEM_SEGMENT(wg) ((wg) % PA_ITEM_SEGMENTS)
+#define PA_NEW_TOKENS_APART (PA_KV_SUFFIX != 0u)
 #define PA_SPLIT_BY_SOURCE (PA_KV_SUFFIX != 0u)
 #define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u)
 #define PA_SUFFIX_KEY(it, k) pa_suffix_item(it)
@@ -91,7 +106,10 @@ bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SUFFI
 
 PaItem pa_load_item(uint wg) {
   PaItem it;
-  it.segment = wg % PA_ITEM_SEGMENTS;
+#if PA_PREFILL_KERNEL
+  it.after_context = false;
+#endif
+  it.segment = PA_ITEM_SEGMENT(wg);
   const uint rest = wg / PA_ITEM_SEGMENTS;
   it.kv_head = rest % PA_NUM_KV_HEADS;
   const uint tile = rest / PA_NUM_KV_HEADS;
@@ -106,7 +124,7 @@ PaItem pa_load_item(uint wg) {
   pa_query_range(it.seq, q0, q1);
   // seq_len within the block table (its cached part, with a contiguous
   // suffix), and covering the new tokens unless 0.
-  const uint64_t in_table = uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE + (PA_KV_SUFFIX != 0u ? uint(q1 - q0) : 0u);
+  const uint64_t in_table = uint64_t(pc.max_blocks_per_seq) * PA_BLOCK_SIZE + (PA_NEW_TOKENS_APART ? uint(q1 - q0) : 0u);
   const int table = int(min(in_table, 0x7FFFFFFFul));
   int len = clamp(pa_seq_len(it.seq), 0, table);
   if (len > 0) len = max(len, q1 - q0);
@@ -114,7 +132,7 @@ PaItem pa_load_item(uint wg) {
   // A plan that routes by rows gives each sequence to one kernel; prefix
   // prefill may leave sequences of one token to a decode kernel.
   bool mine = PA_PREFILL_KERNEL != 0 ? rows >= pc.route_rows : pc.route_rows == 0u || rows < pc.route_rows;
-  if (PA_KV_SUFFIX != 0u && (pc.flags & PA_FLAG_SKIP_DECODE) != 0u && q1 - q0 == 1) mine = false;
+  if (PA_NEW_TOKENS_APART && (pc.flags & PA_FLAG_SKIP_DECODE) != 0u && q1 - q0 == 1) mine = false;
   if (PA_ONE_TILE_PER_SEQ != 0u) rows = min(rows, PA_BM);
   it.row_start = local * PA_BM;
   it.valid = it.seq < pc.num_seqs && it.row_start < rows && mine;
@@ -132,6 +150,12 @@ PaItem pa_load_item(uint wg) {
     const int at = clamp(it.ctx, begin, end);
     it.kv_begin = it.segment == 0u ? begin : at;
     it.kv_end = it.segment == 0u ? at : end;
+#if PA_PREFILL_KERNEL
+    it.after_context = begin < at;
+    // The context pass writes nothing for an item with no context keys, and
+    // the new-token pass then reads nothing of it.
+    if (PA_PREFIX_PASS == PA_PASS_CONTEXT && !it.after_context) it.valid = false;
+#endif
   } else if (PA_WRITES_PARTIAL) {
     // Segments of whole BN-key tiles; trailing ones may be empty.
     const int per = (end - begin + int(pc.num_segments) - 1) / int(pc.num_segments);
@@ -165,6 +189,9 @@ PaItem pa_output_item(uint wg) {
   it.row_count = min(PA_BM, uint(q1 - q0) * PA_GQA - it.row_start);
   it.kv_begin = it.kv_end = it.ctx = 0;
   it.valid = true;
+#if PA_PREFILL_KERNEL
+  it.after_context = false;
+#endif
   return it;
 }
 
@@ -256,7 +283,11 @@ layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewV16 { uin
 layout(set = 0, binding = PA_BINDING_NEW_V, std430) readonly buffer NewVVec { uvec4 new_v_vec[]; };
 
 // Whether the item's keys are the new tokens' (the same for a whole workgroup).
+#if PA_PREFILL_KERNEL
+bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && (PA_PREFIX_PASS == PA_PASS_NEW_TOKENS || it.segment == 1u); }
+#else
 bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; }
+#endif
 // Whether key k_pos of the item is a new token's: a suffix item's, or in a
 // joined item (pa_joined_kernel) every key from the context's end on.
 bool pa_suffix_key(PaItem it, int k_pos) { return PA_SUFFIX_KEY(it, k_pos); }
@@ -419,6 +450,21 @@ void pa_write_result8_scaled(PaItem it, uint r, uint d, float o[8], float m, flo
     vka_store_out8(PA_OUT_AT(token, head, d), o, factor);
   }
   if (d == 0u) pa_write_row_once(token, head, m, l);
+}
+
+// Prefix prefill's new-token pass (PA_PASS_NEW_TOKENS): local row r's
+// partial result from the context pass (segment 0; the dispatch before),
+// its (m, l) and its dims d .. d + 7 (d a multiple of 8), for an item with
+// after_context.
+vec2 pa_context_stats(PaItem it, uint r) {
+  PA_ROW_TOKEN_AND_HEAD(it, r)
+  return workspace_in2[pa_partial_stats(pa_partial_slot(token, head, 0u)) / 2u];
+}
+void pa_context_out8(PaItem it, uint r, uint d, out vec4 lo, out vec4 hi) {
+  PA_ROW_TOKEN_AND_HEAD(it, r)
+  const uint at = pa_partial_out(pa_partial_slot(token, head, 0u), d);
+  lo = workspace_in4[at / 4u];
+  hi = workspace_in4[at / 4u + 1u];
 }
 #endif
 

@@ -153,6 +153,15 @@ abi::PagedAttentionSpec decode_spec(const PagedAttentionPlanData& p, const Paged
 abi::PagedAttentionSpec prefill_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre, const PagedAttentionVariant& v) {
   return main_spec(p, pre.bm, pre.bm, pre.bn, pre.workgroup, false, false, v, 32);
 }
+// One of prefix prefill's two passes on the prefill kernel (PA_PREFIX_PASS):
+// the context's on the paged op's module, the new tokens' on prefix prefill's.
+abi::PagedAttentionSpec prefill_pass_spec(const PagedAttentionPlanData& p, const PrefillSchedule& pre,
+                                          const PagedAttentionVariant& v, uint32_t pass) {
+  auto spec = prefill_spec(p, pre, v);
+  spec.PA_PREFIX_PASS = pass;
+  if (pass == abi::PA_PASS_CONTEXT) spec.PA_KV_SUFFIX = 0;
+  return spec;
+}
 
 const Pipeline& prefill_pipeline(ContextImpl& impl, Path path, abi::PagedAttentionSpec spec) {
   const bool bf16 = spec.PA_Q_DTYPE == static_cast<uint32_t>(DType::bf16);
@@ -369,7 +378,12 @@ void PagedAttentionPlan::prepare(Context& ctx, std::span<const PagedAttentionVar
   check_pipeline(impl, p, p.schedule.bm, p.schedule.one_tile_per_seq && !p.schedule.prefill.on);
   for (const auto& v : variants) {
     if (p.schedule.num_workgroups) main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size));
-    if (p.schedule.prefill.on) prefill_pipeline(impl, p.path, prefill_spec(p, p.schedule.prefill, v));
+    if (p.schedule.prefill.on && p.schedule.prefill.passes) {
+      for (uint32_t pass : {abi::PA_PASS_CONTEXT, abi::PA_PASS_NEW_TOKENS})
+        prefill_pipeline(impl, p.path, prefill_pass_spec(p, p.schedule.prefill, v, pass));
+    } else if (p.schedule.prefill.on) {
+      prefill_pipeline(impl, p.path, prefill_spec(p, p.schedule.prefill, v));
+    }
     if (p.schedule.split) reduce_pipeline(impl, reduce_spec(p, v, p.schedule.num_segments));
   }
 }
@@ -435,7 +449,14 @@ void detail::prepare_attention_pipelines(Context& ctx, const KvCacheConfig& cach
   const Tile pre = dev.prefill_kernel ? prefill_tile(dev, cache.head_size) : Tile{0, 0, 0};
   if (!pre.bm) return;
   const PrefillSchedule routed{true, pre.bm, pre.bn, pre.workgroup};
-  for (const auto& v : variants) prefill_pipeline(impl, p.path, prefill_spec(p, routed, v));
+  for (const auto& v : variants) {
+    if (!suffix) {
+      prefill_pipeline(impl, p.path, prefill_spec(p, routed, v));
+      continue;
+    }
+    for (uint32_t pass : {abi::PA_PASS_CONTEXT, abi::PA_PASS_NEW_TOKENS})   // prefix_prefill_passes
+      prefill_pipeline(impl, p.path, prefill_pass_spec(p, routed, v, pass));
+  }
 }
 
 namespace {
@@ -594,9 +615,9 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.view_offsets2 = offsets[2];
   auto view_offset = [&](uint32_t view) { return (offsets[view / 4] >> (8 * (view % 4))) & 0xFFu; };
   push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
-  // Prefix prefill over a cache of q's dtype: the prefill kernel's items walk
-  // the context and the new tokens unsplit (abi/paged_attention.h).
-  const bool joined = suffix && sch.prefill.on && sch.prefill.joined;
+  // Prefix prefill: the prefill kernel's items write their outputs, joined
+  // or in two passes (abi/paged_attention.h), and the reduce leaves them.
+  const bool joined = suffix && sch.prefill.on && (sch.prefill.joined || sch.prefill.passes);
   if (suffix) {
     const TensorView &k = *suffix->key, &v = *suffix->value;
     push.flags |= abi::PA_FLAG_SUFFIX | (suffix->skip_decode ? abi::PA_FLAG_SKIP_DECODE : 0) |
@@ -620,7 +641,13 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   v.lse = a.lse.has_value();
   v.out_dtype = a.out.dtype;
   const Pipeline* main = sch.num_workgroups ? &main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size)) : nullptr;
-  const Pipeline* prefill = sch.prefill.on ? &prefill_pipeline(impl, p.path, prefill_spec(p, sch.prefill, v)) : nullptr;
+  const bool passes = sch.prefill.on && sch.prefill.passes;
+  const Pipeline* prefill =
+      !sch.prefill.on ? nullptr
+      : passes        ? &prefill_pipeline(impl, p.path, prefill_pass_spec(p, sch.prefill, v, abi::PA_PASS_CONTEXT))
+                      : &prefill_pipeline(impl, p.path, prefill_spec(p, sch.prefill, v));
+  const Pipeline* new_tokens =
+      passes ? &prefill_pipeline(impl, p.path, prefill_pass_spec(p, sch.prefill, v, abi::PA_PASS_NEW_TOKENS)) : nullptr;
   // The workspace may be shared with an earlier run on this queue, whose
   // reduce may still be reading it.
   if (sch.split) compute_barrier(impl, cmd);
@@ -653,6 +680,15 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     push.grid_x = grid.x;
     record_next_dispatch(impl, cmd, *previous, *main, bindings, &push, grid_words, grid, op);
     previous = main;
+  }
+  // Prefix prefill's new-token pass reads the context pass's partial results.
+  if (new_tokens) {
+    compute_barrier(impl, cmd);
+    const Grid pgrid = fold_grid(impl, sch.prefill.num_workgroups, kOp);
+    push.num_workgroups = static_cast<uint32_t>(sch.prefill.num_workgroups);
+    push.grid_x = pgrid.x;
+    record_next_dispatch(impl, cmd, *previous, *new_tokens, bindings, &push, grid_words, pgrid, op);
+    previous = new_tokens;
   }
   // (Joined prefill items with no decode-kernel items: nothing to merge. With
   // merge_last, the attention kernel merged.)

@@ -92,12 +92,14 @@ void check_workspace_option(const PagedAttentionPlan& plan, const PrefixPrefillO
 }
 
 // A paged-attention plan's data as prefix prefill runs it: the new tokens from
-// their views and, over a cache of q's dtype (keys and values with no scales,
-// so that the two parts need not be apart), the prefill kernel's items whole.
+// their views, and the prefill kernel's items in two passes (the context's
+// keys on the paged op's module, then the new tokens').
 void mark_prefix_prefill(PagedAttentionPlanData& p, const KvCacheConfig& cache, DType q_dtype) {
   p.suffix = true;
   p.schedule.merge_last = false;   // its two segments are its two key sources, merged by the reduce
-  if (cache.dtype == q_dtype) join_prefix_prefill_items(p.schedule);
+  (void)cache;
+  (void)q_dtype;
+  prefix_prefill_passes(p.schedule);
 }
 
 }  // namespace

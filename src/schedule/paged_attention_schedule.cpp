@@ -194,7 +194,7 @@ bool prefill_tile_fits(const ScheduleDevice& dev, uint32_t head_size, uint32_t n
   const uint32_t sm = dev.prefill_shared_softmax ? 1 : 0, row = PP_ROW_VEC4(head_size), parts = PP_HEAD_PARTS(head_size);
   // A pair splits the head's 16-wide slices evenly: 144, 176, 208 and 240 keep the decode kernel.
   return head_size <= 256 && head_size % (16 * parts) == 0 && nw % parts == 0 && bn % 16 == 0 && bn <= 64 &&
-         PP_SHARED_BYTES(head_size, nw, bn, sm) + extra_shared <= dev.max_shared_memory && 2 * bn * row >= 64 * nw &&
+         PP_SHARED_BYTES(head_size, nw, bn, sm) + extra_shared <= dev.max_shared_memory && 2 * bn * row >= PP_EPILOGUE_VEC4(nw) &&
          bn * head_size / 8 <= 8 * 32 * nw;
 }
 
@@ -451,8 +451,14 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
 }
 
 void join_prefix_prefill_items(Schedule& s) {
-  if (!s.prefill.on || s.prefill.joined) return;
+  if (!s.prefill.on || s.prefill.joined || s.prefill.passes) return;
   s.prefill.joined = true;
+  s.prefill.num_workgroups /= s.num_segments;
+}
+
+void prefix_prefill_passes(Schedule& s) {
+  if (!s.prefill.on || s.prefill.joined || s.prefill.passes) return;
+  s.prefill.passes = true;
   s.prefill.num_workgroups /= s.num_segments;
 }
 

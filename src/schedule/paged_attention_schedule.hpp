@@ -83,6 +83,11 @@ struct PrefillSchedule {
   // each item walks the context and the new tokens unsplit and writes its
   // outputs, while the decode kernel's items keep the plan's segments.
   bool joined = false;
+  // Prefix prefill in two passes (prefix_prefill_passes): an item per q
+  // tile and kv head in each, the context's keys, then the new tokens' with
+  // the outputs (abi/paged_attention.h, PA_PREFIX_PASS); num_workgroups
+  // counts one pass's.
+  bool passes = false;
 };
 
 
@@ -116,6 +121,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& device, const SchedulePr
 
 // Makes a prefix-prefill schedule's prefill-kernel items whole (PrefillSchedule::joined).
 void join_prefix_prefill_items(Schedule& s);
+// Makes a prefix-prefill schedule's prefill-kernel items run in two passes (PrefillSchedule::passes).
+void prefix_prefill_passes(Schedule& s);
 
 // Rows per tile, keys per tile and invocations of the kernel for `max_rows`
 // packed rows (query tokens x GQA heads) per sequence.

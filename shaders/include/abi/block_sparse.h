@@ -70,18 +70,18 @@ VKA_CONST(BS_VIEWS_AT_RUN_TIME, 0)         // by BS_FLAG_NARROW_KV, _Q_WIDE, _OU
 VKA_CONST(BS_VIEWS_WIDE_WHOLE_TILES, 1)    // q, k, v and out wide (16-byte loads and stores); Lkv a nonzero multiple of the kernel's tile of keys (PA_BN): no test of the keys
 VKA_CONST(BS_VIEWS_WIDE, 2)                // q, k, v (or the paged cache) and out wide; keys past Lkv read as 0
 
-// The core's constants (ids 0..23, as paged attention: head size, tile,
+// The core's constants (ids 0..25, as paged attention: head size, tile,
 // dtypes, LSE; the paged cache's are unused) and the op's own.
 #define BLOCK_SPARSE_SPEC(X)  \
   PAGED_ATTENTION_SPEC(X)     \
-  X(25, BS_MASK_ALL, 0)       \
-  X(26, BS_MASK_ANY, 0)       \
-  X(27, BS_SCORE_MODS, 0)     \
-  X(28, BS_WRITE_ROW_MAX, 0)  \
-  X(29, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
-  X(30, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
-  X(31, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */ \
-  X(32, BS_VIEWS_FORM, 0)     /* the prefill kernel's loads and stores of its views (BS_VIEWS_*) */
+  X(26, BS_MASK_ALL, 0)       \
+  X(27, BS_MASK_ANY, 0)       \
+  X(28, BS_SCORE_MODS, 0)     \
+  X(29, BS_WRITE_ROW_MAX, 0)  \
+  X(30, BS_V_HEAD_SIZE, 0)    /* V's head size when it differs from q.k's (PA_HEAD_SIZE); scalar kernel only */ \
+  X(31, BS_KV_BLOCK, 128)     /* the mask's kv block size (the variant's kv_block_size; push block_sizes' high half) */ \
+  X(32, BS_PAGED_KV, 0)       /* K/V from the paged cache (PA_BLOCK_SIZE, PA_LAYOUT, PA_CACHE_DTYPE), through a block table */ \
+  X(33, BS_VIEWS_FORM, 0)     /* the prefill kernel's loads and stores of its views (BS_VIEWS_*) */
 
 // Strides in elements. The mask's extents and block sizes are 16 bits each
 // (lo | hi << 16).

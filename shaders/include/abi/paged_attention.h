@@ -53,7 +53,7 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
 VKA_CONST(PA_FLAG_SUFFIX, 2)             // prefix prefill (PA_KV_SUFFIX): the new tokens' K/V are not in the cache
 VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_len 1 are not computed (out untouched)
 VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
-VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill, a cache of q's dtype: the prefill kernel's items are not split (below)
+VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill: the prefill kernel's items write their outputs, joined or in two passes (below)
 VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an item's segments to finish merges them (below)
 VKA_CONST(PA_FLAG_Q_WIDE, 64)           // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
 VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
@@ -92,6 +92,22 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // reduce leaves its sequences (rows >= route_rows) alone. Prefix prefill has
 // no qq_bias, so the new K/V strides take those push words:
 // token strides in elements, head strides 16 bits each (k | v << 16).
+//
+// On the prefill kernel prefix prefill runs in two passes instead
+// (PA_PREFIX_PASS), each an item per q tile and kv head, a workgroup barrier
+// between them: PA_PASS_CONTEXT, the paged op's module with the item's keys
+// cut at the context's end, writes each row's segment 0 (the context's keys,
+// from the cache) as partial results; PA_PASS_NEW_TOKENS, prefix prefill's
+// module, walks the new tokens' keys (segment 1, from their views), merges
+// the row's state with segment 0's where the context pass had keys for the
+// item, and writes the output. A pass-2 item has the context's partial
+// results exactly where its pass-1 item had keys (pa_load_item gives both
+// the same cut). So the context's tiles run the paged op's code, with no
+// second source in their loop, and no reduce runs for these rows: the push
+// sets PA_FLAG_SUFFIX_JOINED, and the reduce leaves them alone as it does a
+// joined item's.
+VKA_CONST(PA_PASS_CONTEXT, 1)
+VKA_CONST(PA_PASS_NEW_TOKENS, 2)
 #define PA_PUSH_NEW_K_TOKEN_STRIDE qq_bias_stride
 #define PA_PUSH_NEW_V_TOKEN_STRIDE qq_bias_rows
 #define PA_PUSH_NEW_KV_HEAD_STRIDES qq_bias_columns
@@ -121,7 +137,8 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
   X(21, PA_TILE_ROWS, 16)        /* paged_attention_subgroup.comp: rows an item has at most (subgroup_tile_rows below) */ \
   X(22, PA_PACK_O, 0)            /* paged_attention_subgroup.comp, bf16 modules: O's head slices packed (PA_SUBGROUP_O_GROUPS) */ \
   X(23, PA_STAGE_HALVES, 0)      /* paged_attention_subgroup.comp: K/V tiles staged half a head at a time (PA_SUBGROUP_HALF_ROW_VEC4) */ \
-  X(24, PA_REGISTER_MATRICES, 0) /* paged_attention_subgroup.comp: fp8 K/V matrices built in registers (abi/matrix_element_order.h) */
+  X(24, PA_REGISTER_MATRICES, 0) /* paged_attention_subgroup.comp: fp8 K/V matrices built in registers (abi/matrix_element_order.h) */ \
+  X(25, PA_PREFIX_PASS, 0)       /* paged_prefill.comp, prefix prefill's two passes (PA_PASS_*, below) */
 
 // Per-run values: the grid, the plan's shape, the layer's values, and where
 // the views are. Work items are numbered (q tile, kv head, segment), segment
@@ -168,7 +185,12 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // KHR module on a device without the element order, abi/matrix_element_order.h);
 // elsewhere they stay in registers, but for the pairs' partial S. Q's rows (before the key loop, 2 * BC rows at a time) and the
 // results (after it) go through the K/V tiles' space, which must hold the
-// latter: 2 * BC * PP_ROW_VEC4(D) >= 64 * NW.
+// latter: 2 * BC * PP_ROW_VEC4(D) >= PP_EPILOGUE_VEC4(NW).
+// The epilogue's part of the K/V tiles' space, in uvec4s: per subgroup a
+// 16 x 16 slice of O (64), then the second prefix-prefill pass's two weights
+// for each of its 16 rows (8).
+#define PP_EPILOGUE_O_VEC4(NW) (64u * (NW))
+#define PP_EPILOGUE_VEC4(NW) (72u * (NW))
 #define PP_ROW_VEC4(D) ((D) / 8u + 1u)                      /* uvec4s per staged row: 16 bytes of padding */
 // Subgroups that share each 16 rows, each holding Q and O for 1 / parts of
 // the head: above head size 128, 16 rows' Q and O (head_size / 4 + head_size
