@@ -66,15 +66,15 @@ void workgroup_merge(inout float m, inout float l) {
 // the batch (a replay plan's spare capacity; a query_start_loc out of range
 // was reported by the attention kernel), not a one-token sequence that
 // prefix prefill's skip_decode leaves as it is, and not a sequence whose
-// joined prefill-kernel items wrote their outputs themselves
-// (PA_FLAG_SUFFIX_JOINED: the rows pa_load_item routes to that kernel).
+// prefill-kernel items wrote their outputs themselves (PA_FLAG_SUFFIX_PASSES:
+// the rows pa_load_item routes to that kernel).
 bool row_has_results(uint token) {
   if (token >= uint(clamp(pa_query_start(pc.num_seqs), 0, int(pc.num_tokens)))) return false;
-  const bool skip_decode = (pc.flags & PA_FLAG_SKIP_DECODE) != 0u, joined = (pc.flags & PA_FLAG_SUFFIX_JOINED) != 0u;
-  if (!skip_decode && !joined) return true;
+  const bool skip_decode = (pc.flags & PA_FLAG_SKIP_DECODE) != 0u, passes = (pc.flags & PA_FLAG_SUFFIX_PASSES) != 0u;
+  if (!skip_decode && !passes) return true;
   const int len = pa_query_len(pa_token_seq(token));
   if (skip_decode && len == 1) return false;
-  return !joined || uint(len) * PR_GQA < pc.route_rows;
+  return !passes || uint(len) * PR_GQA < pc.route_rows;
 }
 
 // PR_ROW_PARALLEL: this invocation's row and 4 dims (pc.num_workgroups counts

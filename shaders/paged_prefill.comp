@@ -48,8 +48,8 @@
 // tile), and both run the same softmax on the sums, each for its half of O.
 //
 // The K/V tile's values come through kv_source.glsl: the paged cache, or for
-// prefix prefill's segment 1 (and its joined items' keys from the context's
-// end on) the new tokens' K/V views, or block-sparse attention's K/V tensors.
+// prefix prefill's new-token pass the new tokens' K/V views, or block-sparse
+// attention's K/V tensors.
 // Non-finite V values: attention_nonfinite.glsl.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -75,15 +75,7 @@
 // (deferred_report.glsl), in every module: a report where the lookup finds
 // it sits in every tile's code even though it never runs.
 #define PA_DEFERRED_BLOCK_REPORT 1
-// bf16 q over an e4m3 cache on the coopmat2 path: the cache's values staged
-// as bf16 in one step, value * 2^-120 (matrix_element.glsl,
-// e4m3_word_to_bf16_pairs), rather than as f16 pairs converted to bf16. The
-// two-step conversion's code made prefix prefill's module about twice the
-// size and its new tokens' rows, which convert nothing, up to 1.8x as slow
-// (DEVELOPERS.md, "bf16 q over e4m3 in one step"). The decode kernel and
-// the paged op's specialization keep the f16 pairs (slower with this form).
 #if !VKA_OP_BLOCK_SPARSE && PA_MATRIX_BF16 && VKATTN_PATH == 2
-#define PA_E4M3_BF16_DIRECT 1
 // Prefix prefill's new-token keys outside an item read a stand-in row of
 // the item's own new tokens, not a test of each piece's index before its
 // load (kv_source.glsl). In the bf16 coopmat2 modules only: they ran
@@ -154,8 +146,8 @@ const uint QG = 2u;
 // prefill's context pass is the paged op's module). Prefix prefill's
 // new-token pass reads one source and decodes nothing: it ran faster in the
 // paged f16 module's form (no lag, the loads after S, base 2), as did its
-// bf16 module without ENTRY_THREE_AHEAD (DEVELOPERS.md, "Prefix prefill in
-// two passes"). Everywhere else each tile's V is staged with
+// bf16 module with each tile's entries read as the paged op's are
+// (DEVELOPERS.md, "Prefix prefill in two passes"). Everywhere else each tile's V is staged with
 // its K and multiplied within its own tile, which measured faster: plain f16
 // and every block-sparse module (once the epilogue stopped spilling); the
 // bf16 modules, which the carried P pushed past 255 registers (the driver
@@ -164,7 +156,7 @@ const uint QG = 2u;
 // softmax beside tile t - 1's P V" and "The V lag, module by module", has
 // the figures. (Ternaries, not &&: glslang emits no spec-constant &&.)
 #if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && !PA_MATRIX_BF16
-const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? false : (PA_FP8_CACHE ? true : PA_KV_SUFFIX != 0u)) : false;
+const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_KV_SUFFIX != 0u ? false : PA_FP8_CACHE) : false;
 #else
 const bool V_LAG = false;
 #endif
@@ -179,23 +171,11 @@ const bool LOADS_AFTER_S = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? !V_LAG : false;
 #else
 const bool LOADS_AFTER_S = false;
 #endif
-// Where a tile's block-table entries are read: at tile t - 2, in the tile
-// that locates it (ENTRY_THREE_AHEAD false), or one tile earlier still and
-// carried past the loop's back edge (true). Only bf16 prefix prefill over a
-// bf16 cache on the coopmat2 path takes the second: without it that
-// specialization sits at 255 registers with values moved into shared
-// memory, and the earlier read gives it its registers back; the paged f16,
-// bf16 and fp8 specializations, f16 prefix prefill and bf16 prefix prefill
-// over an fp8 cache were slower with it (DEVELOPERS.md, "bf16 prefix
-// prefill's block-table entries a tile earlier"). A preprocessor choice for
-// the module, spec constants within it, so that every other module's code
-// is what it was. (Ternaries, not &&: see V_LAG.)
-#if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && PA_MATRIX_BF16
-#define PP_ENTRY_CARRIED 1
-const bool ENTRY_THREE_AHEAD = PA_FP8_CACHE ? false : (PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? false : PA_KV_SUFFIX != 0u);
-#else
-#define PP_ENTRY_CARRIED 0
-#endif
+// Each tile's block-table entries are read at tile t - 2, in the tile that
+// locates it. (Read a tile earlier still and carried past the loop's back
+// edge, bf16 prefix prefill's module had its registers back while it walked
+// both sources: DEVELOPERS.md, "bf16 prefix prefill's block-table entries a
+// tile earlier"; every other module was slower so.)
 // KEY_TILES: the tiles whose keys key_at holds, located ahead of their
 // loads. A literal per path, not a function of the head size
 // (abi/paged_attention.h's PP_KEY_TILES says why): the coopmat2 path's
@@ -238,35 +218,6 @@ PaItem g_it;        // the work item (read by the per-element functions)
 uint g_row0;        // the subgroup's first local row
 uint g_slice0;      // the first 16-wide head slice it holds (PARTS > 1)
 float g_scale;      // scale * k_scale
-#if PA_E4M3_BF16_DIRECT
-// The power of two Q is staged at, 2^g_q_log2, over an e4m3 cache
-// (E4M3_BF16_STAGED): its values are staged 2^-120 small
-// (E4M3_STAGED_LOG2), and Q 2^32 (PA_E4M3_Q_STAGED_LOG2) larger (or more,
-// where scale * k_scale * 2^88 would pass 2^127) keeps the scores' products
-// and sums f32 normals (the matrix units flush subnormal results) down to
-// |q.k| of 2^-38; the score factor takes the difference. A q element of 2^(128 - g_q_log2) or
-// more (2^96 where the scales are not extreme) would overflow: it is
-// reported (STATUS_PARAMETER, 2), and prefix_prefill.hpp states the limit.
-// P is staged 2^64 larger (g_p_scale) for the same reason on V's side: a
-// power of two times exp's result, so that a P of 1 stays exact.
-int g_q_log2;
-float g_p_scale, g_p_unstage;
-uvec4 q_staged(uvec4 w, uint r) {
-  if (!E4M3_BF16_STAGED || g_q_log2 == 0) return w;
-  [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const float lo_in = uintBitsToFloat(w[i] << 16), hi_in = uintBitsToFloat(w[i] & 0xFFFF0000u);
-    const float lo = ldexp(lo_in, g_q_log2), hi = ldexp(hi_in, g_q_log2);
-    if ((isinf(lo) && !isinf(lo_in)) || (isinf(hi) && !isinf(hi_in))) {
-      PA_ROW_TOKEN_AND_HEAD(g_it, r);
-      vka_report(STATUS_PARAMETER, 2u, token, floatBitsToUint(isinf(lo) && !isinf(lo_in) ? lo_in : hi_in));
-    }
-    w[i] = (floatBitsToUint(lo) >> 16) | (floatBitsToUint(hi) & 0xFFFF0000u);
-  }
-  return w;
-}
-#else
-#define q_staged(w, r) (w)
-#endif
 
 void subgroup_sync() {
   controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
@@ -280,9 +231,6 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   const uint c = gl_LocalInvocationIndex + i * WG;
   if (i >= PPT || c >= PIECES) return uvec4(0);
   const uint j = c / (D / 8u);
-#if !VKA_OP_BLOCK_SPARSE
-  if (src == PA_SRC_MIXED) src = pa_key_source_of(g_it, k0 + int(j));   // one tile per joined item
-#endif
   // Where WG is a multiple of D / 8 (head sizes 64, 128 and 256), each
   // invocation's pieces hold the same dims: their offset is found once.
   const uint d = ((WG % (D / 8u) == 0u ? gl_LocalInvocationIndex : c) % (D / 8u)) * 8u;
@@ -313,23 +261,16 @@ uvec4 load_piece(uint src, int k0, uint buf, bool is_value, uint i) {
   else if (kv_src == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
   else FROM(PA_SRC_SUFFIX_NARROW, K0, BUF)
 #else
-// A joined prefix-prefill item (pa_joined_kernel) chooses per tile: the
-// cache's, the new tokens', or for the one tile that holds the context's end
-// both, key by key (PA_SRC_MIXED). That tile, and tiles of the narrow
-// new-token loads (rare: unaligned views), are not loaded ahead: STAGE_PART
-// loads and stages them in a rolled loop, so that the key loop's code holds
-// the prefetched loads of two sources only (with every source prefetched the
-// kernel was 3.6x as large, at 255 registers, and slower; DEVELOPERS.md).
-uint tile_source(uint kv_src, int k0) {
-  if (!pa_joined_kernel()) return kv_src;
-  if (k0 + int(BC) <= g_it.ctx) return PA_SRC_CACHE;
-  return k0 >= g_it.ctx ? PA_SUFFIX_SOURCE : PA_SRC_MIXED;
-}
+// The paged op's tiles (and prefix prefill's context pass's) come from the
+// cache; the new-token pass's from the new K/V views: 16-byte loads
+// prefetched like the cache's, or, for views whose offsets or strides are
+// not multiples of 8 elements (rare), 2-byte loads that STAGE_PART loads and
+// stages in a rolled loop when the tile is staged, so that the key loop's
+// code holds one source's prefetched loads.
 #define LOAD_PART(K0, BUF, FROM)                                                                   \
   {                                                                                                \
-    const uint l_ts = tile_source(kv_src, K0);                                                     \
-    if (PA_PREFIX_PASS != PA_PASS_NEW_TOKENS && l_ts == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF)  \
-    else if (l_ts == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                   \
+    if (PA_PREFIX_PASS != PA_PASS_NEW_TOKENS && kv_src == PA_SRC_CACHE) FROM(PA_SRC_CACHE, K0, BUF) \
+    else if (kv_src == PA_SRC_SUFFIX) FROM(PA_SRC_SUFFIX, K0, BUF)                                 \
   }
 #endif
 
@@ -379,11 +320,11 @@ void store_piece(uvec4 raw, uint at, uint i, bool suffix) { STORE_PIECE_BODY(suf
     if (K) { EACH_PIECE(STORE_K_PIECE) } \
     if (V) { EACH_PIECE(STORE_V_PIECE) } \
   }
-// A tile LOAD_PART leaves (PA_SRC_MIXED or PA_SRC_SUFFIX_NARROW), loaded and staged here.
-void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
+// A tile LOAD_PART leaves (PA_SRC_SUFFIX_NARROW), loaded and staged here.
+void stage_rolled(int k0, uint buf, bool k, bool v) {
   [[dont_unroll]] for (uint i = 0; i < PPT; ++i) {
-    if (k) store_piece(load_piece(src, k0, buf, false, i), 0u, i, pa_suffix_item(g_it));
-    if (v) store_piece(load_piece(src, k0, buf, true, i), V_AT, i, pa_suffix_item(g_it));
+    if (k) store_piece(load_piece(PA_SRC_SUFFIX_NARROW, k0, buf, false, i), 0u, i, pa_suffix_item(g_it));
+    if (v) store_piece(load_piece(PA_SRC_SUFFIX_NARROW, k0, buf, true, i), V_AT, i, pa_suffix_item(g_it));
   }
 }
 // An fp8 cache's suffix items (prefix prefill's new tokens, in q's dtype)
@@ -391,8 +332,7 @@ void stage_rolled(uint src, int k0, uint buf, bool k, bool v) {
 // (elem8_from_key's), the conversion ran for them too.
 #define STAGE_PART(K0, BUF, K, V)                                                                  \
   {                                                                                                \
-    const uint s_ts = tile_source(kv_src, K0);                                                     \
-    if (s_ts == PA_SRC_MIXED || s_ts == PA_SRC_SUFFIX_NARROW) stage_rolled(s_ts, K0, BUF, K, V);   \
+    if (kv_src == PA_SRC_SUFFIX_NARROW) stage_rolled(K0, BUF, K, V);                                \
     else if (PA_FP8_CACHE && pa_suffix_item(g_it)) STAGE_PIECES(K, V, true)                        \
     else STAGE_PIECES(K, V, false)                                                                 \
   }
@@ -418,18 +358,9 @@ bool zero_staged_nonfinite() {
 // The logit of score s (q.k, unscaled) for the subgroup's row r at key k of tile t.
 float masked_logit(uint r, int k, float s, int t) { return pa_item_logit(g_it, g_row0 + r, k, s * g_scale, t); }
 
-// BY_SOFTMAX_BASE(base 2's form, the natural form): the loop's softmax in
-// base 2 (the comment above SOFTMAX). Prefix prefill's specialization kept
-// the natural base while it walked both sources (base 2 ran slower there);
-// its new-token pass takes base 2.
-#if VKA_OP_BLOCK_SPARSE
-#define BY_SOFTMAX_BASE(base2, natural) (base2)
-#else
-const bool SOFTMAX_BASE2 = PA_PREFIX_PASS == PA_PASS_NEW_TOKENS ? true : PA_KV_SUFFIX == 0u;
-#define BY_SOFTMAX_BASE(base2, natural) (SOFTMAX_BASE2 ? (base2) : (natural))
-#endif
+// The register softmax's logits, in base 2 (the comment above SOFTMAX).
 float cm_logit(const in uint r, const in uint c, const in float s, const in int k0, const in int t) {
-  return BY_SOFTMAX_BASE(masked_logit(r, k0 + int(c), s, t) * VKA_LOG2E, masked_logit(r, k0 + int(c), s, t));
+  return masked_logit(r, k0 + int(c), s, t) * VKA_LOG2E;
 }
 // Whether element i of a lane's part of a 16 x 16 accumulator lies in row
 // lane / 4 + 8 rather than lane / 4: the order the Context found on the
@@ -448,7 +379,7 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
         s##c[i] = cm_logit(at / 16u, at % 16u, s##c[i], k0 + 16 * c, t);                            \
       }
 #endif
-#define LOGITS_WHOLE(c) s##c = s##c * BY_SOFTMAX_BASE(g_scale * VKA_LOG2E, g_scale);
+#define LOGITS_WHOLE(c) s##c = s##c * (g_scale * VKA_LOG2E);
 
 // The key loop's steps, for one 16-wide head slice j or 16-key slice c.
 #define S_MUL_AT(c, j)                                                                               \
@@ -482,24 +413,12 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 // driver's row reductions and per-element operations (16 x 16 accumulators
 // for m, l and alpha) it took 11 more registers, which this loop's carried
 // P needs; alone, the by-hand form was 6% slower (DEVELOPERS.md).
-// In base 2 (BY_SOFTMAX_BASE) the logits are held times log2(e) (the score
+// In base 2 the logits are held times log2(e) (the score
 // factor and cm_logit take it), so each P is exp2 of one subtraction from
 // its row's base: the max, or 0 for a row that has seen no key (whose
 // logits are all -inf), which spares each element vka_exp_diff's test and
 // multiply, as FlashAttention's softmax_scale_log2 does; m goes back to
 // natural units where the loop ends.
-// P staged 2^64 larger over an e4m3 cache's keys (g_p_scale), its row sums
-// taken back to P's scale (g_p_unstage): see g_q_log2. Each use tests the
-// specialization first, so that the other specializations' code is what it
-// was: through the globals alone the driver kept it, and bf16 q over a bf16
-// cache ran 4-5% slower.
-#if PA_E4M3_BF16_DIRECT
-#define P_UNSTAGE(x) (E4M3_BF16_STAGED ? (x) * g_p_unstage : (x))
-#define P_STAGED(p) (E4M3_BF16_STAGED ? (p) * g_p_scale : (p))
-#else
-#define P_UNSTAGE(x) (x)
-#define P_STAGED(p) (p)
-#endif
 #define ROW_MAX(c)                                                                                  \
       [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
         if (acc_row_hi(i)) mx_hi = max(mx_hi, s##c[i]); else mx_lo = max(mx_lo, s##c[i]);           \
@@ -507,8 +426,7 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
 #define MAKE_P(c)                                                                                   \
       [[unroll]] for (uint i = 0; i < 8u; ++i) {                                                    \
         const bool hi = acc_row_hi(i);                                                              \
-        const float pr = float(ELEM(P_STAGED(BY_SOFTMAX_BASE(exp2(s##c[i] - (hi ? base_hi : base_lo)), \
-                                                             vka_exp_diff(s##c[i], hi ? m_hi : m_lo))))); \
+        const float pr = float(ELEM(exp2(s##c[i] - (hi ? base_hi : base_lo))));                   \
         s##c[i] = pr;                                                                               \
         if (hi) sum_hi += pr; else sum_lo += pr;   /* the rounded P that P V uses */                \
       }                                                                                             \
@@ -528,8 +446,8 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 1u));                                            \
       mx_lo = max(mx_lo, subgroupShuffleXor(mx_lo, 2u));                                            \
       mx_hi = max(mx_hi, subgroupShuffleXor(mx_hi, 2u));                                            \
-      a_lo = BY_SOFTMAX_BASE(vka_softmax_rescale_log2(m_lo, l_lo, mx_lo), vka_softmax_rescale(m_lo, l_lo, mx_lo)); \
-      a_hi = BY_SOFTMAX_BASE(vka_softmax_rescale_log2(m_hi, l_hi, mx_hi), vka_softmax_rescale(m_hi, l_hi, mx_hi)); \
+      a_lo = vka_softmax_rescale_log2(m_lo, l_lo, mx_lo);                                           \
+      a_hi = vka_softmax_rescale_log2(m_hi, l_hi, mx_hi);                                           \
       const float base_lo = m_lo == VKA_NEG_INF ? 0.0 : m_lo, base_hi = m_hi == VKA_NEG_INF ? 0.0 : m_hi; \
       float sum_lo = 0.0, sum_hi = 0.0;                                                             \
       EACH_KEY_SLICE(MAKE_P)                                                                        \
@@ -537,8 +455,8 @@ bool acc_row_hi(uint i) { return MEO_ROW(0u, i) >= 8u; }
       sum_hi += subgroupShuffleXor(sum_hi, 1u);                                                     \
       sum_lo += subgroupShuffleXor(sum_lo, 2u);                                                     \
       sum_hi += subgroupShuffleXor(sum_hi, 2u);                                                     \
-      l_lo += P_UNSTAGE(sum_lo);                                                                    \
-      l_hi += P_UNSTAGE(sum_hi);
+      l_lo += sum_lo;                                                                               \
+      l_hi += sum_hi;
 #define REGISTER_RESCALE(j) [[unroll]] for (uint i = 0; i < 8u; ++i) o##j[i] *= acc_row_hi(i) ? a_hi : a_lo;
 #if VKATTN_PATH == 2
 #define SOFTMAX() REGISTER_SOFTMAX()
@@ -622,25 +540,7 @@ void main() {
   if (!g_it.valid) return;   // the same for the whole workgroup
   g_row0 = 16u * (warp / PARTS);
   g_slice0 = (warp % PARTS) * DT;
-#if PA_E4M3_BF16_DIRECT
-  if (E4M3_BF16_STAGED && !pa_suffix_item(g_it)) {
-    // scale * k_scale * 2^(120 - g_q_log2), at most 2^127.
-    const float sk = pc.scale * pc.k_scale;
-    int e;
-    frexp(sk, e);
-    g_q_log2 = max(int(PA_E4M3_Q_STAGED_LOG2), e - 7);
-    g_scale = ldexp(sk, -E4M3_STAGED_LOG2 - g_q_log2);
-    g_p_scale = ldexp(1.0, 64);
-    g_p_unstage = ldexp(1.0, -64);
-  } else {
-    g_q_log2 = 0;
-    g_p_scale = 1.0;
-    g_p_unstage = 1.0;
-    g_scale = pa_score_scale(g_it);
-  }
-#else
   g_scale = pa_score_scale(g_it);
-#endif
   const int num_tiles = pa_tile_count(g_it);
   const PaTiles tiles = pa_tiles_setup(g_it);
   const PaRows rows = pa_subgroup_setup(g_it, g_row0);   // this subgroup's rows
@@ -671,7 +571,7 @@ void main() {
 #define EACH_Q_PIECE(F) Q_PIECE_IF(F, 0) Q_PIECE_IF(F, 1) Q_PIECE_IF(F, 2) Q_PIECE_IF(F, 3) \
   Q_PIECE_IF(F, 4) Q_PIECE_IF(F, 5) Q_PIECE_IF(F, 6) Q_PIECE_IF(F, 7)
 #define LOAD_Q_PIECE(i) if (i / QG == g) qw##i = q_piece(r0, i, q_wide);
-#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = q_staged(qw##i, r0 + c / (D / 8u)); }
+#define STORE_Q_PIECE(i) if (i / QG == g) { const uint c = tid + i * WG; if (c < QR * D / 8u) kv_stage[(c / (D / 8u)) * ROW + c % (D / 8u)] = qw##i; }
     [[unroll]] for (uint g = 0u; g < (QPT + QG - 1u) / QG; ++g) {
       EACH_Q_PIECE(LOAD_Q_PIECE)
       if (r0 == 0u && g == 0u) {   // (stored after Q's first loads are issued)
@@ -740,9 +640,6 @@ void main() {
   bool prev_pv = false;      // whether this subgroup multiplies the previous tile's P and V
   int prev_k0 = 0;
   uint buf = 0u;             // tile t's third of key_at (t % 3)
-#if PP_ENTRY_CARRIED
-  int carried_entry = ENTRY_THREE_AHEAD && num_tiles > 2 ? tile_entry(pa_tile_key0(g_it, 2)) : -1;
-#endif
   PROF(PROLOGUE)
   for (int t = 0; t < num_tiles; ++t) {
 #if PA_TILE_KEY_LOADS
@@ -777,17 +674,7 @@ void main() {
     if (!LOADS_AFTER_S) {
       LOAD_NEXT()
     }
-#if PP_ENTRY_CARRIED
-    int ahead;
-    if (ENTRY_THREE_AHEAD) {
-      ahead = carried_entry;
-      carried_entry = t + 3 < num_tiles ? tile_entry(pa_tile_key0(g_it, t + 3)) : -1;
-    } else {
-      ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
-    }
-#else
     const int ahead = t + 2 < num_tiles ? tile_entry(k2) : -1;
-#endif
     // This subgroup: nothing to see in the tile, or all of it with no mask.
     const bool skip = pa_subgroup_skips(g_it, rows, t, k0);
     const bool whole = pa_subgroup_whole(g_it, rows, t, k0);
@@ -935,8 +822,8 @@ void main() {
   } else
 #endif
   if (lane % 4u == 0u) {
-    row_m[warp * 16u + lane / 4u] = BY_SOFTMAX_BASE(m_lo * VKA_LN2, m_lo);   // (natural units again)
-    row_m[warp * 16u + lane / 4u + 8u] = BY_SOFTMAX_BASE(m_hi * VKA_LN2, m_hi);
+    row_m[warp * 16u + lane / 4u] = m_lo * VKA_LN2;   // (natural units again)
+    row_m[warp * 16u + lane / 4u + 8u] = m_hi * VKA_LN2;
     row_l[warp * 16u + lane / 4u] = l_lo;
     row_l[warp * 16u + lane / 4u + 8u] = l_hi;
   }
@@ -980,16 +867,7 @@ void main() {
   if (lane < 16u)
     ROW_SCALE(warp * 16u + lane) = pa_result_factor(g_it, g_row0 + lane, row_m[warp * 16u + lane], row_l[warp * 16u + lane]);
   subgroup_sync();
-#if PA_E4M3_BF16_DIRECT
-  // 2^56 (the values' 2^120 less P's 2^64) and v_scale one after the other:
-  // their product may pass f32's range.
-  const bool e4m3_values = E4M3_BF16_STAGED && !pa_suffix_item(g_it);
-  const float v_unstaged = e4m3_values ? ldexp(1.0, -E4M3_STAGED_LOG2 - 64) : 1.0, v_scale = e4m3_values ? pc.v_scale : pa_value_scale(g_it);
-#define V_UNSTAGED(x) (E4M3_BF16_STAGED ? (x) * v_unstaged : (x))
-#else
   const float v_scale = pa_value_scale(g_it);
-#define V_UNSTAGED(x) (x)
-#endif
 // Each lane writes 8 dims of one row (w_row, w_dim above), in one store
 // where the output allows (pa_write_result8_scaled).
 #define WRITE_O(j)                                                                                 \
@@ -997,8 +875,8 @@ void main() {
   subgroup_sync();                                                                                 \
   {                                                                                                \
     const uint d = 16u * (g_slice0 + j) + w_dim;                                                   \
-    const vec4 lo = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u])) * v_scale; \
-    const vec4 hi = V_UNSTAGED(uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u])) * v_scale; \
+    const vec4 lo = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u]) * v_scale;           \
+    const vec4 hi = uintBitsToFloat(kv_stage[o_at + 4u * w_row + w_dim / 4u + 1u]) * v_scale;      \
     float o[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);                         \
     MERGE_CONTEXT(o, j)                                                                            \
     if (fix) {                                                                                     \

@@ -162,12 +162,6 @@ void throw_status(ContextImpl& impl, StatusSlot slot) {
     case abi::STATUS_PARAMETER: {
       float v;
       std::memcpy(&v, &c, 4);
-      if (a == 2) {
-        throw Error(who + "q of token " + std::to_string(b) + " holds " + float_text(v) +
-                    ": bf16 q over an fp8 e4m3 cache takes |q| < 2^" + std::to_string(128 - abi::PA_E4M3_Q_STAGED_LOG2) +
-                    " on the coopmat2 path (less where scale * k_scale passes 2^" + std::to_string(abi::PA_E4M3_Q_STAGED_LOG2 + 7) +
-                    "; prefix_prefill.hpp); that token's output is meaningless");
-      }
       throw Error(who + (a == 0 ? "alibi_slopes[" : "sinks[") + std::to_string(b) + "] = " +
                   std::to_string(v) + (a == 0 ? " is not finite" : " is NaN or +inf") + "; that head's output is meaningless");
     }

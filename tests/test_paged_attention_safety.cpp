@@ -757,7 +757,7 @@ TEST(PagedAttentionPlanTile, BlockSparseTakesThePrefillTileWhereItDividesTheBloc
 // the prefill kernel's items become whole (one workgroup per q tile and kv
 // head instead of one per segment), the decode kernel's keep the segments;
 // joining again, or a plan without the prefill kernel, changes nothing.
-TEST(PagedAttentionPlanRouting, PrefixPrefillJoinsOnlyThePrefillKernelsItems) {
+TEST(PagedAttentionPlanRouting, PrefixPrefillPassesCountOnlyThePrefillKernelsItemsOnce) {
   using namespace detail;
   const ScheduleDevice dev = h200_coopmat2();
   Batch b({{512, 4608}, {512, 4608}, {512, 4608}, {512, 4608}}, 3, 900);   // 4 chunks of 512 over 4096, 3 decodes
@@ -770,18 +770,20 @@ TEST(PagedAttentionPlanRouting, PrefixPrefillJoinsOnlyThePrefillKernelsItems) {
   // Each chunk's 512 tokens x GQA 4 are 16 tiles of 128 rows, for each of 8
   // kv heads, in 2 segments (the grid has room for a tile more per sequence).
   EXPECT_GE(two.prefill.num_workgroups, 4u * 16u * 8u * 2u);
-  Schedule joined = two;
-  join_prefix_prefill_items(joined);
-  EXPECT_TRUE(joined.prefill.joined);
-  EXPECT_EQ(2 * joined.prefill.num_workgroups, two.prefill.num_workgroups);
-  EXPECT_EQ(joined.num_workgroups, two.num_workgroups);   // the decode kernel's
-  EXPECT_EQ(joined.workspace_bytes, two.workspace_bytes);
-  join_prefix_prefill_items(joined);
-  EXPECT_EQ(2 * joined.prefill.num_workgroups, two.prefill.num_workgroups);
+  // In two passes: an item per q tile and kv head in each pass, the grid
+  // one pass's.
+  Schedule passes = two;
+  prefix_prefill_passes(passes);
+  EXPECT_TRUE(passes.prefill.passes);
+  EXPECT_EQ(2 * passes.prefill.num_workgroups, two.prefill.num_workgroups);
+  EXPECT_EQ(passes.num_workgroups, two.num_workgroups);   // the decode kernel's
+  EXPECT_EQ(passes.workspace_bytes, two.workspace_bytes);
+  prefix_prefill_passes(passes);
+  EXPECT_EQ(2 * passes.prefill.num_workgroups, two.prefill.num_workgroups);
   Schedule none = two;
   none.prefill = PrefillSchedule{};
-  join_prefix_prefill_items(none);
-  EXPECT_FALSE(none.prefill.joined);
+  prefix_prefill_passes(none);
+  EXPECT_FALSE(none.prefill.passes);
   EXPECT_EQ(none.prefill.num_workgroups, 0u);
 }
 

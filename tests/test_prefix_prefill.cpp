@@ -108,17 +108,16 @@ std::vector<Combo> combos() {
     c.write_cache = true;
     c.seed = 8;
     add("gpu_prefill_kernel_bf16_hnd_skip_decode_fused_write", c, true);
-    // bf16 q over an fp8 cache: two segments, the new tokens' tiles (bf16)
-    // staged apart from the cache's, which are converted (paged_prefill.comp's
-    // STAGE_PART); either staged as the other gives garbage.
+    // bf16 q over an fp8 cache: the new-token pass's tiles (bf16, in a module
+    // specialized for the fp8 cache) staged as loaded, the context pass's
+    // converted (paged_prefill.comp's STAGE_PART); either staged as the other
+    // gives garbage.
     c.cache_dtype = DType::fp8_e4m3;
     c.seed = 12;
     add("gpu_prefill_kernel_bf16_q_e4m3_cache_hnd_skip_decode_fused_write", c, true);
-    // bf16 q over e4m3 on NHD, whose prefix specialization stages the cache
-    // in one step with Q and P staged larger by powers of two
-    // (paged_prefill.comp, E4M3_BF16_STAGED): the sinks, ALiBi, softcap and
-    // the LSE must come out in natural units, with scales far from 1 (keys
-    // mostly e4m3 subnormals at k_scale 300).
+    // bf16 q over e4m3 on NHD: the sinks, ALiBi, softcap and the LSE, with
+    // scales far from 1 (keys mostly e4m3 subnormals at k_scale 300), in the
+    // context pass's partial results and their merge.
     c.layout = KvLayout::nhd;
     c.skip_decode = false;
     c.write_cache = false;
@@ -130,10 +129,10 @@ std::vector<Combo> combos() {
     c.seed = 13;
     add("gpu_prefill_kernel_bf16_q_e4m3_cache_nhd_sinks_alibi_softcap_lse_scales", c, true);
   }
-  // The prefill kernel's joined items (a cache of q's dtype: one item over
-  // the context and the new tokens) with narrow new-K/V loads, a block size
-  // that is no power of two, GQA 5, and contexts that end on a 64-key tile's
-  // edge (256), inside a tile (1001, 15) or at 0, beside a decode row.
+  // The prefill kernel's two passes (the context's keys, then the new
+  // tokens' merged with them) with narrow new-K/V loads, a block size that
+  // is no power of two, GQA 5, and contexts that end on a 64-key tile's edge
+  // (256), inside a tile (1001, 15) or at 0, beside a decode row.
   {
     const Seqs seqs = {{200, 456}, {130, 1131}, {96, 96}, {1, 700}, {45, 60}};
     auto c = make(seqs, 20, 4, 128, 48, DType::f16, KvLayout::nhd, 9);
@@ -143,22 +142,22 @@ std::vector<Combo> combos() {
     c.softcap = 30;
     c.sinks = true;
     c.with_lse = true;
-    add("gpu_prefill_kernel_joined_gqa5_bs48_unaligned_kv_alibi_softcap_sinks_lse", c, true);
-    // An fp8 cache keeps the two segments; the new tokens' narrow loads
-    // there are staged in the prefill kernel's rolled loop too.
+    add("gpu_prefill_kernel_passes_gqa5_bs48_unaligned_kv_alibi_softcap_sinks_lse", c, true);
+    // The same over an fp8 cache, whose context pass decodes it; the new
+    // tokens' narrow loads are staged in the prefill kernel's rolled loop.
     c.cache_dtype = DType::fp8_e5m2;
     c.kv_token_padding = 5;
     c.alibi = false;
     c.seed = 10;
-    add("gpu_prefill_kernel_e5m2_two_segments_unaligned_kv", c, true);
-    // Head size 256 (pairs of subgroups, 16-key tiles), joined items.
+    add("gpu_prefill_kernel_e5m2_passes_unaligned_kv", c, true);
+    // Head size 256 (pairs of subgroups, 16-key tiles), two passes.
     c = make(seqs, 16, 4, 256, 16, DType::f16, KvLayout::hnd, 11);
     c.prefill = PrefillKernel::on;
     c.kv_token_padding = 3;
     c.sliding_window = 500;
     c.write_cache = true;
     c.with_lse = true;
-    add("gpu_prefill_kernel_joined_d256_hnd_unaligned_kv_window_fused_write_lse", c, true);
+    add("gpu_prefill_kernel_passes_d256_hnd_unaligned_kv_window_fused_write_lse", c, true);
   }
   return v;
 }

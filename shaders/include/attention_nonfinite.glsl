@@ -45,10 +45,10 @@ float nonfinite_term(PaItem it, uint r, uint d, int a0, int tile_keys) {
       continue;
     }
     if (pa_logit(it, 0.0, r, q_pos, k) == VKA_NEG_INF) continue;   // masked for this row
-    const bool suffix = PA_SUFFIX_KEY(it, k);
+    const bool suffix = pa_suffix_item(it);
     const uint64_t at = pa_key_at(it, true, k, suffix ? 0 : pa_raw_block(it.seq, k));
     float x[8];
-    pa_decode_key8(suffix, pa_key_raw8(PA_KEY_SOURCE_OF(it, k), at, true, k, it.kv_head, d & ~7u), 1.0, x);
+    pa_decode_key8(suffix, pa_key_raw8(pa_key_source(it), at, true, k, it.kv_head, d & ~7u), 1.0, x);
     val = elem_nonfinite_sum(val, float(ELEM(x[d % 8u])));   // as it was staged
   }
   return val;

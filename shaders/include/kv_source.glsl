@@ -20,24 +20,23 @@
 //   kv_source_raw8(src, at, is_value, k, head, d): eight consecutive head dims of
 //     key k from there, raw (src: pa_key_source, a constant where called).
 // The paged cache (every layout and dtype: the block table, then the block's
-// chunk), or for a prefix-prefill suffix item's keys (a joined item's from
-// the context's end on: pa_suffix_key) the new tokens' K/V views, whose
-// element index is kept plus one so that 0 still means "outside" (with
-// stand-ins, the index itself).
+// chunk), or for a prefix-prefill suffix item's keys (the new-token pass's)
+// the new tokens' K/V views, whose element index is kept plus one so that 0
+// still means "outside" (with stand-ins, the index itself).
 // Include after paged_attention_io.glsl.
 #ifndef VKATTN_KV_SOURCE_GLSL
 #define VKATTN_KV_SOURCE_GLSL
 
 // The lookup's first half (its load), issued early: the block-table entry.
 int kv_source_entry(PaItem it, int k_pos) {
-  if (pa_suffix_key(it, k_pos)) return 0;
+  if (pa_suffix_item(it)) return 0;
   return k_pos >= it.kv_begin && k_pos < it.kv_end ? pa_raw_block(it.seq, k_pos) : -1;
 }
 
 // The second half, from the entry: K's and V's addresses.
 void kv_source_locate_entry(PaItem it, int k_pos, int entry, out uint64_t k_at, out uint64_t v_at) {
 #if PP_SUFFIX_STAND_IN
-  if (pa_suffix_key(it, k_pos)) {
+  if (pa_suffix_item(it)) {
     // An item with rows has a new token at ctx, and its keys [kv_begin,
     // kv_end) end past ctx: the stand-in is one of its own new tokens.
     const int first = max(it.kv_begin, it.ctx), k = clamp(k_pos, first, max(it.kv_end - 1, first));
@@ -51,10 +50,10 @@ void kv_source_locate_entry(PaItem it, int k_pos, int entry, out uint64_t k_at, 
   }
 #else
   if (k_pos < it.kv_begin || k_pos >= it.kv_end) {
-    k_at = v_at = pa_suffix_key(it, k_pos) ? 0ul : pa_zeros_address();
+    k_at = v_at = pa_suffix_item(it) ? 0ul : pa_zeros_address();
     return;
   }
-  if (pa_suffix_key(it, k_pos)) {   // the row's element index, plus one
+  if (pa_suffix_item(it)) {   // the row's element index, plus one
     k_at = pa_key_at(it, false, k_pos, entry) + 1ul;
     v_at = pa_key_at(it, true, k_pos, entry) + 1ul;
     return;

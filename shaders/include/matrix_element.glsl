@@ -21,33 +21,6 @@ uvec2 e4m3_word_to_f16_pairs(uint x) {
   return uvec2(((y & 0x00FF00FFu) << 7) | ((x << 8) & 0x80008000u), ((y & 0xFF00FF00u) >> 1) | (x & 0x80008000u));
 }
 
-#if PA_E4M3_BF16_DIRECT
-// Four e4m3 values (the bytes of x) as two bf16 pairs of value * 2^-120,
-// bytes 0 and 2 in .x and 1 and 3 in .y: e4m3's low 7 bits at bits 4-10 of a
-// bf16 s.eeeeeeee.mmmmmmm make its exponent field eeee (bias 127 against
-// e4m3's 7), subnormals included (bf16 subnormals, exactly); a NaN code
-// (low 7 bits all ones) sets 0x7FC0. The prefill kernel's bf16 coopmat2
-// module stages e4m3 so in its prefix-prefill specialization
-// (PA_E4M3_BF16_DIRECT, E4M3_BF16_STAGED), one step where the f16 pairs and
-// their conversion to bf16 were two; its scales undo the 2^-120
-// (E4M3_STAGED_LOG2).
-uvec2 e4m3_word_to_bf16_pairs(uint x) {
-  const uint lo02 = x & 0x007F007Fu, lo13 = (x >> 8) & 0x007F007Fu;
-  const uint n02 = ((lo02 + 0x00010001u) & 0x00800080u) >> 7, n13 = ((lo13 + 0x00010001u) & 0x00800080u) >> 7;
-  return uvec2((lo02 << 4) | ((x & 0x00800080u) << 8) | (n02 * 0x7FC0u), (lo13 << 4) | (x & 0x80008000u) | (n13 * 0x7FC0u));
-}
-const int E4M3_STAGED_LOG2 = -120;
-// Only prefix prefill's specialization (PA_KV_SUFFIX) stages so: the paged
-// op's, with the same module, keeps the f16 pairs (it ran 4% slower with
-// this form).
-const bool E4M3_BF16_STAGED = PA_KV_SUFFIX != 0u ? PA_CACHE_DTYPE == DTYPE_FP8_E4M3 : false;   // (a spec constant: no &&)
-#define E4M3_STAGED_PAIRS(x) (E4M3_BF16_STAGED ? e4m3_word_to_bf16_pairs(x) : e4m3_word_to_f16_pairs(x))
-#define FP8_STAGED_ELEMS(h) (E4M3_BF16_STAGED ? h : elem_pairs_from_f16(h))
-#else
-#define E4M3_STAGED_PAIRS(x) e4m3_word_to_f16_pairs(x)
-#define FP8_STAGED_ELEMS(h) elem_pairs_from_f16(h)
-#endif
-
 // Four f16 pairs as ELEM pairs: bf16 modules convert them, exactly for the
 // fp8 values they come from (bf16 normals of at most 4 significant bits).
 uvec4 elem_pairs_from_f16(uvec4 h) {
@@ -65,8 +38,7 @@ uvec4 elem_pairs_from_f16(uvec4 h) {
 // f16's top byte, so into f16 it is four byte shifts; e4m3 into f16 is shifts
 // too, giving value * 2^-8 (PA_STAGED_FP8_FACTOR undoes it). bf16 modules
 // convert those f16 pairs: every fp8 value, and every e4m3 value * 2^-8, is
-// a bf16 normal with at most 4 significant bits, so both steps are exact;
-// or, where E4M3_BF16_STAGED, take e4m3 to bf16 in one step.
+// a bf16 normal with at most 4 significant bits, so both steps are exact.
 uvec4 elem8_from_raw(uvec4 raw) {
   uvec4 h = raw;
   if (PA_CACHE_DTYPE == DTYPE_FP8_E5M2) {
@@ -78,12 +50,12 @@ uvec4 elem8_from_raw(uvec4 raw) {
   } else if (PA_CACHE_DTYPE == DTYPE_FP8_E4M3) {
     // Bytes 0 and 1 of a word go to lanes 0 and 1 of one pair, 2 and 3 of the next.
     [[unroll]] for (uint w = 0; w < 2u; ++w) {
-      const uvec2 p = E4M3_STAGED_PAIRS(raw[w]);   // bytes 0, 2 and 1, 3
+      const uvec2 p = e4m3_word_to_f16_pairs(raw[w]);   // bytes 0, 2 and 1, 3
       h[2u * w] = (p.x & 0xFFFFu) | (p.y << 16);
       h[2u * w + 1u] = (p.x >> 16) | (p.y & 0xFFFF0000u);
     }
   }
-  return PA_FP8_CACHE ? FP8_STAGED_ELEMS(h) : h;
+  return PA_FP8_CACHE ? elem_pairs_from_f16(h) : h;
 }
 
 // Eight fp8 values (the bytes of w0, then of w1) as ELEM pairs with the

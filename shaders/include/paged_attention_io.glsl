@@ -68,33 +68,25 @@ uint pa_find_seq(uint tile) {
 // Work item number `wg`. The lengths the device holds are kept in bounds
 // here, not checked: paged_attention_check.comp reports those that are
 // unusable (reports from this prologue slow decode measurably).
-// Prefix prefill's joined items (PA_FLAG_SUFFIX_JOINED), which only the
-// prefill kernel has: one item walks both sources, unsplit. The other kernels
-// see none of this code (macros, so that their modules stay as they were).
-// Prefix prefill's two passes (PA_PREFIX_PASS, abi/paged_attention.h), also
-// the prefill kernel's only: one item per q tile and kv head in each, its
+// Prefix prefill's two passes on the prefill kernel (PA_PREFIX_PASS,
+// abi/paged_attention.h): one item per q tile and kv head in each, its
 // segment fixed by the pass (0: the context's keys, from the cache, written
-// as partial results; 1: the new tokens', merged and written).
+// as partial results; 1: the new tokens', merged and written). The other
+// kernels see none of this code (macros, so that their modules stay as they
+// were).
 #if PA_PREFILL_KERNEL
-bool pa_joined_kernel() { return PA_KV_SUFFIX != 0u && PA_PREFIX_PASS == 0u && (pc.flags & PA_FLAG_SUFFIX_JOINED) != 0u; }
-#define PA_ITEM_SEGMENTS (pa_joined_kernel() || PA_PREFIX_PASS != 0u ? 1u : pc.num_segments)
+#define PA_ITEM_SEGMENTS (PA_PREFIX_PASS != 0u ? 1u : pc.num_segments)
 #define PA_ITEM_SEGMENT(wg) (PA_PREFIX_PASS != 0u ? PA_PREFIX_PASS - 1u : (wg) % PA_ITEM_SEGMENTS)
 // The sequence's new tokens are not in the block table.
 #define PA_NEW_TOKENS_APART (PA_KV_SUFFIX != 0u || PA_PREFIX_PASS != 0u)
-#define PA_SPLIT_BY_SOURCE (PA_NEW_TOKENS_APART && !pa_joined_kernel())
-// (A split plan's joined items are whole: they neither split their keys nor
-// write partial results; the new-token pass writes the merged outputs.)
-#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u && !pa_joined_kernel() && PA_PREFIX_PASS != PA_PASS_NEW_TOKENS)
-#define PA_SUFFIX_KEY(it, k) (pa_suffix_item(it) || (pa_joined_kernel() && (k) >= (it).ctx))
-#define PA_KEY_SOURCE_OF(it, k) pa_key_source_of(it, k)
+#define PA_SPLIT_BY_SOURCE PA_NEW_TOKENS_APART
+#define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u && PA_PREFIX_PASS != PA_PASS_NEW_TOKENS)
 #else
 #define PA_ITEM_SEGMENTS pc.num_segments
 #define PA_ITEM_SEGMENT(wg) ((wg) % PA_ITEM_SEGMENTS)
 #define PA_NEW_TOKENS_APART (PA_KV_SUFFIX != 0u)
 #define PA_SPLIT_BY_SOURCE (PA_KV_SUFFIX != 0u)
 #define PA_WRITES_PARTIAL ((pc.flags & PA_FLAG_SPLIT) != 0u)
-#define PA_SUFFIX_KEY(it, k) pa_suffix_item(it)
-#define PA_KEY_SOURCE_OF(it, k) pa_key_source(it)
 #endif
 
 // The rows of an item are its tokens' GQA heads, token-major: local row r is
@@ -273,9 +265,9 @@ uint pa_checked_block(int b, uint seq, int k_pos) {
 }
 
 // ---- Prefix prefill's contiguous suffix (PA_KV_SUFFIX) ----------------------
-// Segment 1 of a prefix-prefill plan (and a joined item from the context's
-// end on) reads the new tokens' K and V from their views (q's dtype), not
-// from the cache: key k >= ctx is new token token0 + k - ctx. The cache's
+// Segment 1 of a prefix-prefill plan (the prefill kernel's new-token pass)
+// reads the new tokens' K and V from their views (q's dtype), not from the
+// cache: key k >= ctx is new token token0 + k - ctx. The cache's
 // keys keep their fp8 scales; these have none.
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewK16 { uint16_t new_k16[]; };
 layout(set = 0, binding = PA_BINDING_NEW_K, std430) readonly buffer NewKVec { uvec4 new_k_vec[]; };
@@ -288,9 +280,6 @@ bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && (PA_PREFIX_PASS ==
 #else
 bool pa_suffix_item(PaItem it) { return PA_KV_SUFFIX != 0u && it.segment == 1u; }
 #endif
-// Whether key k_pos of the item is a new token's: a suffix item's, or in a
-// joined item (pa_joined_kernel) every key from the context's end on.
-bool pa_suffix_key(PaItem it, int k_pos) { return PA_SUFFIX_KEY(it, k_pos); }
 
 // Where an item's keys come from. The kernels branch on it once per tile, not
 // per load, and call the loads with it as a constant: a per-load branch
@@ -303,11 +292,6 @@ uint pa_key_source(PaItem it) {
   if (!pa_suffix_item(it)) return PA_SRC_CACHE;
   return PA_SUFFIX_SOURCE;
 }
-#if PA_PREFILL_KERNEL
-const uint PA_SRC_MIXED = 3u;   // a joined item's tile that holds the context's end: key by key
-// The source of key k_pos alone (pa_suffix_key).
-uint pa_key_source_of(PaItem it, int k_pos) { return pa_suffix_key(it, k_pos) ? PA_SUFFIX_SOURCE : PA_SRC_CACHE; }
-#endif
 
 // Element index of key k_pos's row (the item's kv head) in the new K or V view.
 uint pa_suffix_row(PaItem it, bool is_value, int k_pos) {
@@ -336,7 +320,7 @@ void pa_decode_raw8(uvec4 w, float fp8_scale, out float x[8]) {
 // block's address (entry: the block-table entry, pa_raw_block), or in a
 // suffix item the element index of its row in the new K/V view.
 uint64_t pa_key_at(PaItem it, bool is_value, int k_pos, int entry) {
-  if (PA_SUFFIX_KEY(it, k_pos)) return uint64_t(pa_suffix_row(it, is_value, k_pos));
+  if (pa_suffix_item(it)) return uint64_t(pa_suffix_row(it, is_value, k_pos));
   return pa_block_address(is_value, pa_checked_block(entry, it.seq, k_pos));
 }
 

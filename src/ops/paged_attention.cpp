@@ -615,13 +615,13 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   push.view_offsets2 = offsets[2];
   auto view_offset = [&](uint32_t view) { return (offsets[view / 4] >> (8 * (view % 4))) & 0xFFu; };
   push.route_rows = sch.prefill.on ? sch.prefill.min_rows : 0;
-  // Prefix prefill: the prefill kernel's items write their outputs, joined
-  // or in two passes (abi/paged_attention.h), and the reduce leaves them.
-  const bool joined = suffix && sch.prefill.on && (sch.prefill.joined || sch.prefill.passes);
+  // Prefix prefill: the prefill kernel's items run in two passes and write
+  // their outputs (abi/paged_attention.h), and the reduce leaves them.
+  const bool passes = suffix && sch.prefill.on && sch.prefill.passes;
   if (suffix) {
     const TensorView &k = *suffix->key, &v = *suffix->value;
     push.flags |= abi::PA_FLAG_SUFFIX | (suffix->skip_decode ? abi::PA_FLAG_SKIP_DECODE : 0) |
-                  (joined ? abi::PA_FLAG_SUFFIX_JOINED : 0);
+                  (passes ? abi::PA_FLAG_SUFFIX_PASSES : 0);
     push.PA_PUSH_NEW_K_TOKEN_STRIDE = to_u32(kOp, "key stride 0", k.stride(0));
     push.PA_PUSH_NEW_V_TOKEN_STRIDE = to_u32(kOp, "value stride 0", v.stride(0));
     push.PA_PUSH_NEW_KV_HEAD_STRIDES = uint32_t(k.stride(1)) | uint32_t(v.stride(1)) << 16;   // < 2^16: prefix_prefill checks
@@ -641,7 +641,6 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   v.lse = a.lse.has_value();
   v.out_dtype = a.out.dtype;
   const Pipeline* main = sch.num_workgroups ? &main_pipeline(impl, p.path, decode_spec(p, v, impl.caps.subgroup_size)) : nullptr;
-  const bool passes = sch.prefill.on && sch.prefill.passes;
   const Pipeline* prefill =
       !sch.prefill.on ? nullptr
       : passes        ? &prefill_pipeline(impl, p.path, prefill_pass_spec(p, sch.prefill, v, abi::PA_PASS_CONTEXT))
@@ -692,7 +691,7 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
   }
   // (Joined prefill items with no decode-kernel items: nothing to merge. With
   // merge_last, the attention kernel merged.)
-  if (!sch.split || (joined && !main) || sch.merge_last) return;
+  if (!sch.split || (passes && !main) || sch.merge_last) return;
 
   compute_barrier(impl, cmd);
   const abi::PagedAttentionReduceSpec rspec = reduce_spec(p, v, sch.num_segments);

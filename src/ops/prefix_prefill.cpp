@@ -94,11 +94,9 @@ void check_workspace_option(const PagedAttentionPlan& plan, const PrefixPrefillO
 // A paged-attention plan's data as prefix prefill runs it: the new tokens from
 // their views, and the prefill kernel's items in two passes (the context's
 // keys on the paged op's module, then the new tokens').
-void mark_prefix_prefill(PagedAttentionPlanData& p, const KvCacheConfig& cache, DType q_dtype) {
+void mark_prefix_prefill(PagedAttentionPlanData& p) {
   p.suffix = true;
   p.schedule.merge_last = false;   // its two segments are its two key sources, merged by the reduce
-  (void)cache;
-  (void)q_dtype;
   prefix_prefill_passes(p.schedule);
 }
 
@@ -115,7 +113,7 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
                                         lengths.query_start_loc.empty() ? 0 : uint64_t(std::max(lengths.query_start_loc.back(), 0)),
                                         options))) {
   check_workspace_option(plan_, options);
-  mark_prefix_prefill(plan_.mutable_data(), cache, q_dtype);
+  mark_prefix_prefill(plan_.mutable_data());
 }
 
 PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, uint32_t num_q_heads, DType q_dtype,
@@ -123,7 +121,7 @@ PrefixPrefillPlan::PrefixPrefillPlan(Context& ctx, const KvCacheConfig& cache, u
     : plan_(make_plan(ctx, cache, num_q_heads, q_dtype, limits,
                       attention_options(ctx, cache, num_q_heads, limits.max_num_tokens, options))) {
   check_workspace_option(plan_, options);
-  mark_prefix_prefill(plan_.mutable_data(), cache, q_dtype);
+  mark_prefix_prefill(plan_.mutable_data());
 }
 
 void PrefixPrefillPlan::prepare(Context& ctx, std::span<const PagedAttentionVariant> variants) const {

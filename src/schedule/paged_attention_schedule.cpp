@@ -450,14 +450,8 @@ Schedule schedule_paged_attention(const ScheduleDevice& dev, const ScheduleProbl
   return s;
 }
 
-void join_prefix_prefill_items(Schedule& s) {
-  if (!s.prefill.on || s.prefill.joined || s.prefill.passes) return;
-  s.prefill.joined = true;
-  s.prefill.num_workgroups /= s.num_segments;
-}
-
 void prefix_prefill_passes(Schedule& s) {
-  if (!s.prefill.on || s.prefill.joined || s.prefill.passes) return;
+  if (!s.prefill.on || s.prefill.passes) return;
   s.prefill.passes = true;
   s.prefill.num_workgroups /= s.num_segments;
 }

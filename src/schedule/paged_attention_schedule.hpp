@@ -78,15 +78,11 @@ struct PrefillSchedule {
   bool on = false;
   uint32_t bm = 0, bn = 0, workgroup = 0;
   uint32_t min_rows = 0;           // sequences of at least this many packed rows are its
-  uint64_t num_workgroups = 0;     // q tiles (of bm rows) * num_kv_heads * num_segments (1 if joined)
-  // Prefix prefill over a cache of q's dtype (join_prefix_prefill_items):
-  // each item walks the context and the new tokens unsplit and writes its
-  // outputs, while the decode kernel's items keep the plan's segments.
-  bool joined = false;
+  uint64_t num_workgroups = 0;     // q tiles (of bm rows) * num_kv_heads * num_segments (1 in passes)
   // Prefix prefill in two passes (prefix_prefill_passes): an item per q
   // tile and kv head in each, the context's keys, then the new tokens' with
   // the outputs (abi/paged_attention.h, PA_PREFIX_PASS); num_workgroups
-  // counts one pass's.
+  // counts one pass's. The decode kernel's items keep the plan's segments.
   bool passes = false;
 };
 
@@ -119,8 +115,6 @@ struct Schedule {
 // num_segments whose partial results exceed the workspace, a grid too large).
 Schedule schedule_paged_attention(const ScheduleDevice& device, const ScheduleProblem& problem);
 
-// Makes a prefix-prefill schedule's prefill-kernel items whole (PrefillSchedule::joined).
-void join_prefix_prefill_items(Schedule& s);
 // Makes a prefix-prefill schedule's prefill-kernel items run in two passes (PrefillSchedule::passes).
 void prefix_prefill_passes(Schedule& s);
 

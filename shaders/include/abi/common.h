@@ -73,7 +73,7 @@ VKA_CONST(STATUS_QUERY_START_LOC, 4)     // details: sequence, query_start_loc[s
 VKA_CONST(STATUS_SEQ_LEN, 5)             // details: sequence, seq_len, query_len
 VKA_CONST(STATUS_SEQ_LEN_TABLE, 6)       // details: sequence, seq_len, the table's capacity (blocks * block_size)
 VKA_CONST(STATUS_QUERY_LEN_PLAN, 7)      // details: sequence, query_len, the plan's max_query_len
-VKA_CONST(STATUS_PARAMETER, 8)           // details: which (0 alibi_slopes, 1 sinks: head; 2 q too large: token), the index, the value's bits
+VKA_CONST(STATUS_PARAMETER, 8)           // details: which (0 alibi_slopes, 1 sinks), the head, the value's bits
 VKA_CONST(STATUS_BLOCK_MASK_INDEX, 9)   // block_sparse_attention; details: mask row, list entry (| 2^31 in the full list), index
 VKA_CONST(STATUS_BLOCK_MASK_COUNT, 10)  // block_sparse_attention; details: mask row (| 2^31 for the full list's count), the lists' capacity, count
 VKA_CONST(STATUS_SPLIT_COUNTER, 11)       // paged_attention; details: work item, its arrival counter before this arrival, segments

@@ -10,12 +10,6 @@
 namespace vkattn::abi {
 #endif
 
-// bf16 q over an e4m3 cache in prefix prefill's coopmat2 specialization:
-// the least power of two q is staged larger by (paged_prefill.comp,
-// g_q_log2), so |q| must stay below 2^(128 - this); the status report's
-// message derives its figures from it.
-VKA_CONST(PA_E4M3_Q_STAGED_LOG2, 32)
-
 // Bindings (0 is the status buffer). Absent optional views are bound to a
 // placeholder and never read.
 VKA_CONST(PA_BINDING_Q, 1)
@@ -53,7 +47,7 @@ VKA_CONST(PA_FLAG_SPLIT, 1)              // write partial results to the workspa
 VKA_CONST(PA_FLAG_SUFFIX, 2)             // prefix prefill (PA_KV_SUFFIX): the new tokens' K/V are not in the cache
 VKA_CONST(PA_FLAG_SKIP_DECODE, 4)        // prefix prefill: sequences of query_len 1 are not computed (out untouched)
 VKA_CONST(PA_FLAG_SUFFIX_NARROW, 8)      // prefix prefill: new K/V offsets or strides are not multiples of 8 elements
-VKA_CONST(PA_FLAG_SUFFIX_JOINED, 16)     // prefix prefill: the prefill kernel's items write their outputs, joined or in two passes (below)
+VKA_CONST(PA_FLAG_SUFFIX_PASSES, 16)     // prefix prefill: the prefill kernel's items run in two passes and write their outputs (below)
 VKA_CONST(PA_FLAG_MERGE_LAST, 32)        // with PA_FLAG_SPLIT: the last of an item's segments to finish merges them (below)
 VKA_CONST(PA_FLAG_Q_WIDE, 64)           // q's offset and strides are multiples of 8 elements: the prefill kernel loads Q 16 bytes at a time
 VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiples of 8 elements: the prefill kernel stores 8 dims at a time
@@ -84,17 +78,12 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // (token query_start + k - ctx), and the plan always splits into 2
 // segments: segment 0 is the cache part, segment 1 the new tokens, combined
 // by paged_attention_reduce (FlashInfer's merge of a prefix's and a suffix's
-// states). With PA_FLAG_SUFFIX_JOINED (a cache of q's dtype, so that both
-// parts' keys and values take the same scales), the prefill kernel's items
-// are not split: one work item per q tile walks both parts, each tile from
-// its own source (the one that holds ctx from both, key by key), and writes
-// the output itself; its grid counts items, not items x segments, and the
-// reduce leaves its sequences (rows >= route_rows) alone. Prefix prefill has
-// no qq_bias, so the new K/V strides take those push words:
-// token strides in elements, head strides 16 bits each (k | v << 16).
+// states): so on the decode kernel. Prefix prefill has no qq_bias, so the
+// new K/V strides take those push words: token strides in elements, head
+// strides 16 bits each (k | v << 16).
 //
 // On the prefill kernel prefix prefill runs in two passes instead
-// (PA_PREFIX_PASS), each an item per q tile and kv head, a workgroup barrier
+// (PA_PREFIX_PASS), each an item per q tile and kv head, a pipeline barrier
 // between them: PA_PASS_CONTEXT, the paged op's module with the item's keys
 // cut at the context's end, writes each row's segment 0 (the context's keys,
 // from the cache) as partial results; PA_PASS_NEW_TOKENS, prefix prefill's
@@ -103,9 +92,11 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // item, and writes the output. A pass-2 item has the context's partial
 // results exactly where its pass-1 item had keys (pa_load_item gives both
 // the same cut). So the context's tiles run the paged op's code, with no
-// second source in their loop, and no reduce runs for these rows: the push
-// sets PA_FLAG_SUFFIX_JOINED, and the reduce leaves them alone as it does a
-// joined item's.
+// second source in their loop, and no reduce runs for these rows: with
+// PA_FLAG_SUFFIX_PASSES the reduce leaves the prefill kernel's sequences
+// (rows >= route_rows) alone. (One item walking both sources, each tile from
+// its own, ran prefix prefill about 20% longer than the paged op on the same
+// shape: DEVELOPERS.md, "Prefix prefill in two passes".)
 VKA_CONST(PA_PASS_CONTEXT, 1)
 VKA_CONST(PA_PASS_NEW_TOKENS, 2)
 #define PA_PUSH_NEW_K_TOKEN_STRIDE qq_bias_stride
@@ -311,7 +302,7 @@ constexpr uint32_t subgroup_tile_rows(uint32_t bm, uint32_t max_rows, uint32_t s
   X(4, PR_WORKGROUP_SIZE, 64)          \
   X(5, PR_NUM_Q_HEADS, 32)             \
   X(6, PR_ROW_PARALLEL, 0)  /* few segments: each invocation merges its row's for 4 dims, PR_ROWS_PER_WORKGROUP rows per workgroup */ \
-  X(7, PR_GQA, 4)           /* PA_FLAG_SUFFIX_JOINED: a sequence's packed rows are query_len x PR_GQA */
+  X(7, PR_GQA, 4)           /* PA_FLAG_SUFFIX_PASSES: a sequence's packed rows are query_len x PR_GQA */
 
 // The row-parallel reduce's rows per workgroup (invocations past them idle),
 // and the most segments it merges: up to this many, each invocation reads
