@@ -147,14 +147,15 @@ const uint QG = 2u;
 // new-token pass reads one source and decodes nothing: it ran faster in the
 // paged f16 module's form (no lag, the loads after S, base 2), as did its
 // bf16 module with each tile's entries read as the paged op's are
-// (DEVELOPERS.md, "Prefix prefill in two passes"). Everywhere else each tile's V is staged with
-// its K and multiplied within its own tile, which measured faster: plain f16
-// and every block-sparse module (once the epilogue stopped spilling); the
-// bf16 modules, which the carried P pushed past 255 registers (the driver
-// kept 9 per invocation in shared memory); the KHR module and the pairs of
-// subgroups above head size 128 (16-key tiles). DEVELOPERS.md, "Tile t's
-// softmax beside tile t - 1's P V" and "The V lag, module by module", has
-// the figures. (Ternaries, not &&: glslang emits no spec-constant &&.)
+// (DEVELOPERS.md, "Prefix prefill in two passes"). Everywhere else each
+// tile's V is staged with its K and multiplied within its own tile, which
+// measured faster: plain f16 and every block-sparse module (once the
+// epilogue stopped spilling); the bf16 modules, which the carried P pushed
+// past 255 registers (the driver kept 9 per invocation in shared memory);
+// the KHR module and the pairs of subgroups above head size 128 (16-key
+// tiles). DEVELOPERS.md, "Tile t's softmax beside tile t - 1's P V" and "The
+// V lag, module by module", has the figures. (Ternaries, not &&: glslang
+// emits no spec-constant &&.)
 #if VKATTN_PATH == 2 && !VKA_OP_BLOCK_SPARSE && !PA_MATRIX_BF16
 const bool V_LAG = PP_HEAD_PARTS(PA_HEAD_SIZE) == 1u ? (PA_KV_SUFFIX != 0u ? false : PA_FP8_CACHE) : false;
 #else

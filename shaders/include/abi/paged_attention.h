@@ -78,9 +78,9 @@ VKA_CONST(PA_FLAG_OUT_WIDE, 128)        // out's offset and strides are multiple
 // (token query_start + k - ctx), and the plan always splits into 2
 // segments: segment 0 is the cache part, segment 1 the new tokens, combined
 // by paged_attention_reduce (FlashInfer's merge of a prefix's and a suffix's
-// states): so on the decode kernel. Prefix prefill has no qq_bias, so the
-// new K/V strides take those push words: token strides in elements, head
-// strides 16 bits each (k | v << 16).
+// states). So the decode kernel and the scalar kernel run it. Prefix
+// prefill has no qq_bias, so the new K/V strides take those push words:
+// token strides in elements, head strides 16 bits each (k | v << 16).
 //
 // On the prefill kernel prefix prefill runs in two passes instead
 // (PA_PREFIX_PASS), each an item per q tile and kv head, a pipeline barrier
