@@ -753,10 +753,10 @@ TEST(PagedAttentionPlanTile, BlockSparseTakesThePrefillTileWhereItDividesTheBloc
 // multiprocessor still take it, in the fewest segments that do (at most 4,
 // of at least 256 keys), unless the decodes the split takes along are 4 or
 // more work items per multiprocessor.
-// A prefix-prefill plan over a cache of q's dtype (join_prefix_prefill_items):
-// the prefill kernel's items become whole (one workgroup per q tile and kv
-// head instead of one per segment), the decode kernel's keep the segments;
-// joining again, or a plan without the prefill kernel, changes nothing.
+// A prefix-prefill plan (prefix_prefill_passes): the prefill kernel's grid
+// becomes one pass's (one workgroup per q tile and kv head instead of one per
+// segment), the decode kernel's items keep the segments; marking it again,
+// or a plan without the prefill kernel, changes nothing.
 TEST(PagedAttentionPlanRouting, PrefixPrefillPassesCountOnlyThePrefillKernelsItemsOnce) {
   using namespace detail;
   const ScheduleDevice dev = h200_coopmat2();

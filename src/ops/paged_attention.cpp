@@ -689,8 +689,8 @@ void detail::record_paged_attention(Context& ctx, const PagedAttentionPlan& plan
     record_next_dispatch(impl, cmd, *previous, *new_tokens, bindings, &push, grid_words, pgrid, op);
     previous = new_tokens;
   }
-  // (Joined prefill items with no decode-kernel items: nothing to merge. With
-  // merge_last, the attention kernel merged.)
+  // (Prefix prefill's passes with no decode-kernel items: nothing to merge.
+  // With merge_last, the attention kernel merged.)
   if (!sch.split || (passes && !main) || sch.merge_last) return;
 
   compute_barrier(impl, cmd);
